@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# servers.sh — install, start, stop and kill the real servers idmint's tests
+# talk to: PostgreSQL, MariaDB, Redis, etcd and ZooKeeper. Each instance lives
+# in a directory of its own (data, log, pid file) on a port of its own, so a
+# test can stop, kill -9, pause or restart one without touching the machine's
+# own services.
+#
+#   servers.sh install [KIND...]         apt-get what is missing (root only)
+#   servers.sh start KIND DIR PORT [ARG...]  init DIR if new, start, wait ready
+#   servers.sh stop DIR                  graceful stop, waits for the exit
+#   servers.sh kill DIR                  SIGKILL, waits for the exit
+#   servers.sh pid DIR                   print the server's pid
+#   servers.sh up BASE                   start every kind on the shared ports,
+#                                        print `export IDMINT_TEST_...` lines
+#   servers.sh down BASE                 stop everything `up` started
+#
+# KIND is one of: postgres mariadb redis etcd zookeeper.
+set -euo pipefail
+
+KINDS="postgres mariadb redis etcd zookeeper"
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+
+die() { echo "servers.sh: $*" >&2; exit 1; }
+
+pgbin() {
+	local b
+	for b in /usr/lib/postgresql/*/bin; do [ -x "$b/postgres" ] && { echo "$b"; return; }; done
+	command -v postgres >/dev/null 2>&1 && { dirname "$(command -v postgres)"; return; }
+	return 1
+}
+
+has() {
+	case "$1" in
+	postgres) pgbin >/dev/null ;;
+	mariadb) command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] ;;
+	redis) command -v redis-server >/dev/null ;;
+	etcd) command -v etcd >/dev/null ;;
+	zookeeper) [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null ;;
+	*) die "unknown kind '$1' (want one of: $KINDS)" ;;
+	esac
+}
+
+package_of() {
+	case "$1" in
+	postgres) echo postgresql ;;
+	mariadb) echo "mariadb-server mariadb-client" ;;
+	redis) echo redis-server ;;
+	etcd) echo etcd-server ;;
+	zookeeper) echo "zookeeper default-jre-headless" ;;
+	esac
+}
+
+install() {
+	local kinds=${*:-$KINDS} k want=""
+	for k in $kinds; do has "$k" || want="$want $(package_of "$k")"; done
+	[ -z "$want" ] && return 0
+	[ "$(id -u)" = 0 ] || die "missing servers ($want ); run as root to apt-get install them"
+	echo "servers.sh: installing$want" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2
+	# Debian's maintainer scripts try to start the packaged services; keep them
+	# from grabbing the standard ports: the tests start their own instances.
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+	apt-get install -y -qq --no-install-recommends $want >&2 || { rm -f /usr/sbin/policy-rc.d; die "apt-get install$want failed"; }
+	rm -f /usr/sbin/policy-rc.d
+}
+
+# Postgres refuses to run as root: as root we run it as the postgres user,
+# which needs to reach DIR through its (often 0700) parents.
+pg_user_prefix() {
+	if [ "$(id -u)" = 0 ]; then
+		id postgres >/dev/null 2>&1 || useradd --system --home /nonexistent postgres
+		local d=$1
+		while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
+		chown -R postgres "$1"
+		echo "runuser -u postgres --"
+	fi
+}
+
+ready() { # KIND DIR PORT
+	case "$1" in
+	postgres) "$(pgbin)/pg_isready" -q -h 127.0.0.1 -p "$3" ;;
+	mariadb) mariadb-admin --no-defaults -h127.0.0.1 -P"$3" -uroot --connect-timeout=1 ping >/dev/null 2>&1 ;;
+	redis) [ "$(redis-cli -h 127.0.0.1 -p "$3" ping 2>/dev/null)" = PONG ] ;;
+	etcd) (exec 3<>"/dev/tcp/127.0.0.1/$3" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3) 2>/dev/null ;;
+	zookeeper) (exec 3<>"/dev/tcp/127.0.0.1/$3" && printf 'ruok' >&3 && grep -q imok <&3) 2>/dev/null ;;
+	esac
+}
+
+alive() { [ -f "$1/server.pid" ] && kill -0 "$(cat "$1/server.pid")" 2>/dev/null; }
+
+start() {
+	local kind=$1 dir=$2 port=$3
+	shift 3
+	has "$kind" || die "$kind is not installed; run: sudo $SELF install $kind"
+	mkdir -p "$dir/data"
+	dir=$(cd "$dir" && pwd)
+	echo "$kind" >"$dir/kind"
+	echo "$port" >"$dir/port"
+	alive "$dir" && die "$kind in $dir is already running (pid $(cat "$dir/server.pid"))"
+	local log=$dir/server.log pid
+	case "$kind" in
+	postgres)
+		local as b
+		b=$(pgbin)
+		as=$(pg_user_prefix "$dir")
+		if [ ! -f "$dir/data/PG_VERSION" ]; then
+			$as "$b/initdb" -D "$dir/data" -U postgres -A trust --no-sync >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
+		fi
+		# fsync stays on: kill -9 of the server keeps the OS cache, so it costs
+		# nothing in speed worth saving and keeps crash tests honest.
+		setsid $as "$b/postgres" -D "$dir/data" -p "$port" -k "$dir" -c listen_addresses=127.0.0.1 \
+			-c max_connections=200 -c shared_buffers=32MB "$@" >>"$log" 2>&1 </dev/null &
+		;;
+	mariadb)
+		if [ ! -d "$dir/data/mysql" ]; then
+			mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
+				--auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
+		fi
+		setsid mariadbd --no-defaults --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
+			--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --user="$(id -un)" \
+			--skip-name-resolve --innodb-buffer-pool-size=64M --innodb-log-file-size=16M \
+			--max-connections=300 "$@" >>"$log" 2>&1 </dev/null &
+		;;
+	redis)
+		setsid redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" --daemonize no \
+			--save "" --appendonly no --logfile "" "$@" >>"$log" 2>&1 </dev/null &
+		;;
+	etcd)
+		local peer=$((port + 1))
+		setsid etcd --name idmint --data-dir "$dir/data" \
+			--listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+			--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+			--initial-cluster "idmint=http://127.0.0.1:$peer" "$@" >>"$log" 2>&1 </dev/null &
+		;;
+	zookeeper)
+		cat >"$dir/zoo.cfg" <<CFG
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat
+maxSessionTimeout=60000
+minSessionTimeout=1000
+CFG
+		local cp=/etc/zookeeper/conf
+		for j in zookeeper zookeeper-jute slf4j-api slf4j-log4j12 log4j-1.2 netty-handler netty-common \
+			netty-buffer netty-transport netty-codec netty-resolver netty-transport-native-epoll \
+			netty-transport-native-unix-common metrics-core snappy-java jline commons-cli; do
+			[ -f "/usr/share/java/$j.jar" ] && cp="$cp:/usr/share/java/$j.jar"
+		done
+		setsid java -Xmx256m -XX:+UseSerialGC -Dzookeeper.log.dir="$dir" -Dzookeeper.root.logger=INFO,CONSOLE \
+			-Dzookeeper.admin.enableServer=false -cp "$cp" \
+			org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" "$@" >>"$log" 2>&1 </dev/null &
+		;;
+	*) die "unknown kind '$kind' (want one of: $KINDS)" ;;
+	esac
+	pid=$!
+	echo "$pid" >"$dir/server.pid"
+	local i
+	for i in $(seq 1 600); do
+		if ready "$kind" "$dir" "$port"; then
+			if [ "$kind" = postgres ]; then head -n 1 "$dir/data/postmaster.pid" >"$dir/server.pid"; fi
+			return 0
+		fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail -n 30 "$log" >&2
+			die "$kind exited during start-up (log: $log)"
+		fi
+		sleep 0.1
+	done
+	tail -n 30 "$log" >&2
+	die "$kind on port $port not ready after 60 s (log: $log)"
+}
+
+wait_gone() { # PID SECONDS
+	local i
+	for i in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+	return 1
+}
+
+stop() {
+	local dir=$1 pid
+	[ -f "$dir/server.pid" ] || return 0
+	pid=$(cat "$dir/server.pid")
+	kill -CONT "$pid" 2>/dev/null || true
+	if [ "$(cat "$dir/kind" 2>/dev/null)" = postgres ]; then kill -INT "$pid" 2>/dev/null || true; else kill -TERM "$pid" 2>/dev/null || true; fi
+	wait_gone "$pid" 30 || { kill -KILL "$pid" 2>/dev/null || true; wait_gone "$pid" 10 || true; }
+	rm -f "$dir/server.pid"
+}
+
+killit() {
+	local dir=$1 pid
+	[ -f "$dir/server.pid" ] || return 0
+	pid=$(cat "$dir/server.pid")
+	kill -KILL "$pid" 2>/dev/null || true
+	wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
+	if [ "$(cat "$dir/kind" 2>/dev/null)" = postgres ]; then
+		# Backends notice their postmaster's death and exit; wait for them so a
+		# restart finds the port and shared memory free.
+		local i
+		for i in $(seq 1 100); do pgrep -f -- "-D $dir/data" >/dev/null || break; sleep 0.1; done
+	fi
+	rm -f "$dir/server.pid"
+}
+
+# Shared instances for one test run, on ports of their own.
+declare -A PORT=([postgres]=25432 [mariadb]=23306 [redis]=26379 [etcd]=22379 [zookeeper]=22181)
+
+up() {
+	local base=$1 k
+	mkdir -p "$base"
+	for k in $KINDS; do
+		start "$k" "$base/$k" "${PORT[$k]}" >&2 || return 1
+	done
+	"$(pgbin)/psql" -q -h 127.0.0.1 -p "${PORT[postgres]}" -U postgres -c 'CREATE DATABASE idmint' >/dev/null
+	mariadb --no-defaults -h127.0.0.1 -P"${PORT[mariadb]}" -uroot -e 'CREATE DATABASE IF NOT EXISTS idmint'
+	cat <<ENV
+export IDMINT_TEST_POSTGRES='postgres://postgres@127.0.0.1:${PORT[postgres]}/idmint?sslmode=disable'
+export IDMINT_TEST_MYSQL='root@tcp(127.0.0.1:${PORT[mariadb]})/idmint'
+export IDMINT_TEST_REDIS='127.0.0.1:${PORT[redis]}'
+export IDMINT_TEST_ETCD='127.0.0.1:${PORT[etcd]}'
+export IDMINT_TEST_ZOOKEEPER='127.0.0.1:${PORT[zookeeper]}'
+export IDMINT_TEST_SERVERCTL='$SELF'
+ENV
+}
+
+down() {
+	local base=$1 k
+	for k in $KINDS; do [ -d "$base/$k" ] && stop "$base/$k"; done
+	return 0
+}
+
+cmd=${1:-}
+[ -n "$cmd" ] && shift
+case "$cmd" in
+install) install "$@" ;;
+start) [ $# -ge 3 ] || die "usage: start KIND DIR PORT [ARG...]"; start "$@" ;;
+stop) [ $# = 1 ] || die "usage: stop DIR"; stop "$1" ;;
+kill) [ $# = 1 ] || die "usage: kill DIR"; killit "$1" ;;
+pid) [ $# = 1 ] || die "usage: pid DIR"; cat "$1/server.pid" ;;
+up) [ $# = 1 ] || die "usage: up BASE"; up "$1" ;;
+down) [ $# = 1 ] || die "usage: down BASE"; down "$1" ;;
+*) die "usage: servers.sh install|start|stop|kill|pid|up|down (see the comment at the top)" ;;
+esac

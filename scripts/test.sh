@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# scripts/test.sh — idmint's whole test suite, against real servers.
+#
+# Installs (as root, from Debian's packages) whatever of PostgreSQL, MariaDB,
+# Redis, etcd and ZooKeeper is missing, starts one instance of each on its own
+# port with its data under a temporary folder, runs vet and every test with
+# the race detector, and stops the servers again. Under CI=true a server that
+# cannot start fails the run. Extra arguments go to `go test` (e.g. -run X).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+S=$PWD/scripts/servers.sh
+
+if [ "$(id -u)" = 0 ]; then
+	bash "$S" install || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install servers; their tests will skip" >&2; }
+fi
+
+base=$(mktemp -d /tmp/idmint-test.XXXXXX)
+cleanup() { bash "$S" down "$base" >/dev/null 2>&1 || true; rm -rf "$base"; }
+trap cleanup EXIT INT TERM
+
+if env=$(bash "$S" up "$base"); then
+	eval "$env"
+	echo "test.sh: servers up under $base" >&2
+elif [ "${CI:-}" = true ]; then
+	echo "test.sh: a server could not start; under CI=true that fails the run" >&2
+	exit 1
+else
+	echo "test.sh: some servers could not start; tests that need them will skip" >&2
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "test.sh: gofmt would change: $unformatted" >&2; exit 1; fi
+go vet ./...
+go test -race -count=1 -timeout 20m "$@" ./...
+if [ -f bench/go.mod ]; then
+	# The peer-comparison module: build it and run each benchmark once, so it
+	# cannot rot unnoticed.
+	(cd bench && go vet ./... && go test -count=1 -run '^$' -bench . -benchtime 1x ./...)
+fi

@@ -1,0 +1,39 @@
+package snowflake
+
+import (
+	"context"
+	"time"
+)
+
+// Horizon records how far ahead in time a generator may stamp IDs
+// (design.md U3 and U6). A Generator never issues an ID stamped after the
+// horizon most recently returned by Extend, and a new Generator on the same
+// Horizon starts strictly after the horizon Load returns, whatever its own
+// clock says. That is what makes a restart, or a handover of a worker ID to
+// another process with a slower clock, safe.
+//
+// Implementations: FileHorizon in this package (a single process on one
+// machine); the worker package provides coordinator-backed ones (SQL, etcd,
+// ZooKeeper) whose writes are fenced by the lease's generation.
+type Horizon interface {
+	// Load returns the horizon recorded by the previous holder, or the zero
+	// time when none was ever recorded.
+	Load(ctx context.Context) (time.Time, error)
+	// Extend durably records a horizon of at least until (fsync'd, or
+	// acknowledged by a quorum) and returns the horizon now recorded. It
+	// fails when it cannot prove the write was made by the current holder
+	// (for example after a lost lease); the generator then issues nothing
+	// stamped past the horizon it already had.
+	Extend(ctx context.Context, until time.Time) (time.Time, error)
+}
+
+// Fence tells a generator whether its worker ID is still provably its own
+// (design.md U4). A generator with a Fence issues nothing once the Clock's
+// Mono reading reaches ValidUntil, and resumes when ValidUntil moves past it
+// again (the lease was re-confirmed).
+type Fence interface {
+	// ValidUntil returns the Mono time, as read from the generator's Clock,
+	// until which the lease is proven valid. A zero or past value means the
+	// generator must not issue.
+	ValidUntil() time.Duration
+}
