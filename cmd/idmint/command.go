@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand. Each lives in a file of its own and registers
+// itself from init, so adding one never touches the dispatcher.
+type command struct {
+	name    string
+	summary string // one line for `idmint help`
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what a subcommand may touch: its streams and the process
+// environment (library packages never read either).
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+var commands = map[string]command{}
+
+func register(c command) { commands[c.name] = c }
+
+// usageError is bad input on the command line: it names the flag (or
+// argument) and the value, and makes idmint exit with status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// run dispatches args to a subcommand and returns the exit status: 0 on
+// success, 2 on bad input, 1 on any other failure.
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printHelp(e.stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "idmint: unknown command %q (run `idmint help` for the list)\n", args[0])
+		return 2
+	}
+	err := c.run(ctx, e, args[1:])
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "idmint %s: %v\n", c.name, err)
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "idmint %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+func printHelp(w io.Writer) {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "idmint — unique IDs that never repeat\n\nUsage: idmint <command> [flags] [args]\n\nCommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun `idmint <command> -h` for a command's flags.")
+}
+
+// newFlags returns a flag set whose parse errors become usage errors naming
+// the flag and value, and whose usage text goes to stderr.
+func newFlags(e *env, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("idmint "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: idmint %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, allowing flags after positional arguments
+// (`idmint decode 123 --layout twitter`), and returns the positionals.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{strings.TrimSpace(err.Error())}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
