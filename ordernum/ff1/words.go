@@ -1,0 +1,139 @@
+package ff1
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// plan is the shape of one FF1 computation whose halves fit in machine
+// words: radix^v < 2^64, so NUM(A), NUM(B) and every modulus are uint64.
+//
+// In Algorithm 7, Q = T || [0]^((-t-b-1) mod 16) || [i]^1 || [NUM(B)]^b.
+// Since 1+b ≤ 9 < 16, the round number and NUM(B) always fall in the last
+// 16-byte block of Q; the blocks before it hold only tweak and zero padding
+// and are the same in all ten rounds. The CBC-MAC over P and those blocks
+// is therefore computed once per call (once per Domain when there are none),
+// and each round costs exactly one AES block.
+type plan struct {
+	u, v       int
+	powU, powV uint64 // radix^u, radix^v
+	b, d       int    // Algorithm 7 steps 3 and 4
+	t          int    // tweak length in bytes
+	blocks     int    // full tweak/padding blocks of Q before its last block
+}
+
+// newPlan returns the word plan for radix, length n and tweak length t, and
+// false when radix^v does not fit in a uint64.
+func newPlan(radix uint32, n, t int) (plan, bool) {
+	u := n / 2
+	v := n - u
+	powV, ok := pow(radix, v)
+	if !ok {
+		return plan{}, false
+	}
+	powU, _ := pow(radix, u) // u ≤ v, so it fits too
+	b := bytesFor(powV)      // ≤ 8
+	d := 4*((b+3)/4) + 4     // ≤ 12
+	qlen := t + 1 + b
+	qlen += (16 - qlen%16) % 16
+	return plan{u: u, v: v, powU: powU, powV: powV, b: b, d: d, t: t, blocks: qlen/16 - 1}, true
+}
+
+// wordState is the per-call working memory of the word path.
+type wordState struct {
+	state [16]byte // CBC-MAC chaining value after P and Q's leading blocks
+	last  [16]byte // Q's last block: tweak tail, zeros, then i and NUM(B)
+	x     [16]byte
+}
+
+// encP returns CIPH(P) for the plan's header, the first CBC-MAC block.
+func (c *Cipher) encP(pl *plan, n int, s *wordState) [16]byte {
+	header(&s.x, c.radix, pl.u, n, pl.t)
+	c.block.Encrypt(s.x[:], s.x[:])
+	return s.x
+}
+
+// absorb runs the CBC-MAC from CIPH(P) over Q's leading tweak/padding
+// blocks and lays out the constant part of Q's last block.
+func (c *Cipher) absorb(pl *plan, encP *[16]byte, tweak []byte, s *wordState) {
+	s.state = *encP
+	for j := 0; j < pl.blocks; j++ {
+		for i := range s.x {
+			var v byte
+			if k := 16*j + i; k < len(tweak) {
+				v = tweak[k]
+			}
+			s.x[i] = s.state[i] ^ v
+		}
+		c.block.Encrypt(s.state[:], s.x[:])
+	}
+	s.last = [16]byte{}
+	off := 16 * pl.blocks
+	for i := 0; i < 15-pl.b; i++ {
+		if k := off + i; k < len(tweak) {
+			s.last[i] = tweak[k]
+		}
+	}
+}
+
+// prf returns NUM(S) mod m for round i with NUM(B) = num (Algorithm 7
+// steps 6.i–6.iv, reduced mod radix^m as step 6.vi needs). With d ≤ 16, S
+// is a prefix of R itself.
+func (c *Cipher) prf(pl *plan, s *wordState, i int, num, m uint64) uint64 {
+	s.last[15-pl.b] = byte(i)
+	var nb [8]byte
+	binary.BigEndian.PutUint64(nb[:], num)
+	copy(s.last[16-pl.b:], nb[8-pl.b:])
+	xorBlock(&s.x, &s.state, &s.last)
+	c.block.Encrypt(s.x[:], s.x[:])
+	var hi, lo uint64
+	switch pl.d {
+	case 8:
+		lo = binary.BigEndian.Uint64(s.x[0:8])
+	case 12:
+		hi = uint64(binary.BigEndian.Uint32(s.x[0:4]))
+		lo = binary.BigEndian.Uint64(s.x[4:12])
+	default: // 16
+		hi = binary.BigEndian.Uint64(s.x[0:8])
+		lo = binary.BigEndian.Uint64(s.x[8:16])
+	}
+	return bits.Rem64(hi, lo, m)
+}
+
+// encryptWords runs the ten rounds of Algorithm 7 on a = NUM(A) < radix^u
+// and b = NUM(B) < radix^v.
+func (c *Cipher) encryptWords(pl *plan, s *wordState, a, b uint64) (uint64, uint64) {
+	for i := 0; i < 10; i++ {
+		m := pl.powU
+		if i&1 == 1 {
+			m = pl.powV
+		}
+		y := c.prf(pl, s, i, b, m)
+		sum, carry := bits.Add64(a, y, 0)
+		if carry != 0 || sum >= m {
+			sum -= m
+		}
+		a, b = b, sum
+	}
+	return a, b
+}
+
+// decryptWords runs the ten rounds of Algorithm 8 on a = NUM(A) < radix^u
+// and b = NUM(B) < radix^v.
+func (c *Cipher) decryptWords(pl *plan, s *wordState, a, b uint64) (uint64, uint64) {
+	for i := 9; i >= 0; i-- {
+		m := pl.powU
+		if i&1 == 1 {
+			m = pl.powV
+		}
+		y := c.prf(pl, s, i, a, m)
+		var diff uint64
+		if b >= y {
+			diff = b - y
+		} else {
+			diff = m - (y - b)
+		}
+		a, b = diff, a
+	}
+	return a, b
+}
