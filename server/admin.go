@@ -1,0 +1,250 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// keyView is a key as the admin API shows it (never its tokens).
+type keyView struct {
+	Name      string            `json:"name"`
+	Strategy  string            `json:"strategy"`
+	Store     string            `json:"store,omitempty"`
+	Layout    string            `json:"layout,omitempty"`
+	Step      int64             `json:"step,omitempty"`
+	RateLimit float64           `json:"rate_limit,omitempty"`
+	Options   map[string]string `json:"options,omitempty"`
+	Auth      bool              `json:"auth"`
+	Source    string            `json:"source"` // "config" or "api"
+	Ready     bool              `json:"ready"`
+	Ranges    bool              `json:"ranges"`
+	Cache     *CacheView        `json:"cache,omitempty"`
+}
+
+func (s *Server) view(r *http.Request, k *key) keyView {
+	v := keyView{Name: k.name, Strategy: k.cfg.Strategy, Store: k.cfg.Store, Layout: k.cfg.Layout,
+		Step: k.cfg.Step, RateLimit: k.cfg.RateLimit, Options: k.cfg.Options,
+		Auth: len(k.tokens) > 0, Source: "api", Ready: true, Ranges: k.ranger != nil}
+	if k.fromConfig {
+		v.Source = "config"
+	}
+	if st, ok := k.issuer.(Stepper); ok {
+		v.Step = st.Step()
+	}
+	if rd, ok := k.issuer.(Readier); ok {
+		v.Ready = rd.Ready(r.Context()) == nil
+	}
+	if m, ok := k.issuer.(Monitor); ok {
+		c := m.CacheView()
+		v.Cache = &c
+	}
+	return v
+}
+
+// keysCollection serves GET /v1/keys (list) and POST /v1/keys (create).
+func (s *Server) keysCollection(w http.ResponseWriter, r *http.Request) {
+	start := s.clk.Mono()
+	st := s.serveKeys(w, r)
+	s.metrics.observe(routeKeys, st, s.clk.Mono()-start)
+}
+
+func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) int {
+	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+		return http.StatusMethodNotAllowed
+	}
+	if st := s.adminAuth(r); st != 0 {
+		s.writeAuthError(w, st)
+		return st
+	}
+	if r.Method == http.MethodPost {
+		return s.createKeyHTTP(w, r)
+	}
+	s.adminMu.Lock()
+	t := s.table()
+	out := struct {
+		Keys []keyView `json:"keys"`
+	}{Keys: make([]keyView, 0, len(t))}
+	for _, n := range sortedKeys(t) {
+		out.Keys = append(out.Keys, s.view(r, t[n]))
+	}
+	s.adminMu.Unlock()
+	s.writeJSON(w, http.StatusOK, out)
+	return http.StatusOK
+}
+
+// createRequest is the body of POST /v1/keys.
+type createRequest struct {
+	Name string `json:"name"`
+	KeyConfig
+	Tokens []string `json:"tokens"`
+}
+
+// readBody decodes a JSON body of at most MaxBodyBytes into v, rejecting
+// unknown fields and trailing data. It writes the error answer itself.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) int {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err == nil {
+		return 0
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		s.writeError(w, apiError{status: http.StatusRequestEntityTooLarge, code: CodeBodyTooLarge, field: "body", msg: fmt.Sprintf("body is larger than %d bytes (max_body_bytes)", mbe.Limit)})
+		return http.StatusRequestEntityTooLarge
+	}
+	field := "body"
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) && ute.Field != "" {
+		field = ute.Field
+	}
+	if strings.HasPrefix(err.Error(), "json: unknown field ") {
+		field = strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+	}
+	s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadBody, field: field, msg: "bad JSON body: " + err.Error()})
+	return http.StatusBadRequest
+}
+
+func (s *Server) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
+	var req createRequest
+	if st := s.readBody(w, r, &req); st != 0 {
+		return st
+	}
+	req.KeyConfig.Tokens = req.Tokens
+	if err := CheckName(req.Name); err != nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadKey, field: "name", msg: err.Error()})
+		return http.StatusBadRequest
+	}
+	if req.Store == "" {
+		req.Store = DefaultStore
+	}
+	if ps := s.cfg.checkKey(s.reg, "", req.Name, req.KeyConfig); len(ps) > 0 {
+		msgs := make([]string, len(ps))
+		for i, p := range ps {
+			msgs[i] = p.String()
+		}
+		field := strings.TrimPrefix(ps[0].Field, ".")
+		if field == "" {
+			field = "name"
+		}
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: "bad_" + strings.SplitN(strings.SplitN(field, "[", 2)[0], ".", 2)[0], field: field, msg: strings.Join(msgs, "; ")})
+		return http.StatusBadRequest
+	}
+	k, err := s.createKey(r.Context(), req.Name, req.KeyConfig)
+	switch {
+	case errors.Is(err, errKeyExists):
+		s.writeError(w, apiError{status: http.StatusConflict, code: CodeConflict, field: "name", msg: "key " + strconv.Quote(req.Name) + " exists"})
+		return http.StatusConflict
+	case err != nil:
+		e := issuerError(err, req.Name)
+		s.writeError(w, e)
+		return e.status
+	}
+	s.adminMu.Lock()
+	v := s.view(r, k)
+	s.adminMu.Unlock()
+	w.Header().Set("Location", "/v1/keys/"+req.Name)
+	s.writeJSON(w, http.StatusCreated, v)
+	return http.StatusCreated
+}
+
+// keyResource serves GET, PATCH (step) and DELETE /v1/keys/{key}.
+func (s *Server) keyResource(w http.ResponseWriter, r *http.Request) {
+	start := s.clk.Mono()
+	st := s.serveKey(w, r)
+	s.metrics.observe(routeKey, st, s.clk.Mono()-start)
+}
+
+func (s *Server) serveKey(w http.ResponseWriter, r *http.Request) int {
+	if !s.methodOK(w, r, http.MethodGet, http.MethodPatch, http.MethodDelete) {
+		return http.StatusMethodNotAllowed
+	}
+	if st := s.adminAuth(r); st != 0 {
+		s.writeAuthError(w, st)
+		return st
+	}
+	name := r.PathValue("key")
+	if err := CheckName(name); err != nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadKey, field: "key", msg: err.Error()})
+		return http.StatusBadRequest
+	}
+	notFound := func() int {
+		s.writeError(w, apiError{status: http.StatusNotFound, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)})
+		return http.StatusNotFound
+	}
+	switch r.Method {
+	case http.MethodDelete:
+		err := s.deleteKey(r.Context(), name)
+		switch {
+		case errors.Is(err, errNoSuchKey):
+			return notFound()
+		case errors.Is(err, errConfigKey):
+			s.writeError(w, apiError{status: http.StatusConflict, code: CodeConflict, field: "key", msg: "key " + strconv.Quote(name) + " is defined in the config file; remove it there"})
+			return http.StatusConflict
+		case err != nil:
+			s.log.Warn("closing deleted key", "key", name, "err", err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return http.StatusNoContent
+	case http.MethodPatch:
+		var req struct {
+			Step *int64 `json:"step"`
+		}
+		if st := s.readBody(w, r, &req); st != 0 {
+			return st
+		}
+		if req.Step == nil || *req.Step < 1 || *req.Step > 1<<40 {
+			v := "missing"
+			if req.Step != nil {
+				v = strconv.FormatInt(*req.Step, 10)
+			}
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadStep, field: "step", msg: "step: " + v + ": must be a whole number between 1 and 2^40"})
+			return http.StatusBadRequest
+		}
+		k, err := s.setStep(r.Context(), name, *req.Step)
+		switch {
+		case errors.Is(err, errNoSuchKey):
+			return notFound()
+		case errors.Is(err, errNotStepped):
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "step", msg: "key " + strconv.Quote(name) + " has no step (its strategy does not lease blocks)"})
+			return http.StatusBadRequest
+		case err != nil:
+			e := issuerError(err, name)
+			var ie *InputError
+			if errors.As(err, &ie) {
+				e.code, e.field = CodeBadStep, "step"
+			}
+			s.writeError(w, e)
+			return e.status
+		}
+		s.adminMu.Lock()
+		v := s.view(r, k)
+		s.adminMu.Unlock()
+		s.writeJSON(w, http.StatusOK, v)
+		return http.StatusOK
+	default:
+		s.adminMu.Lock()
+		k := s.lookup(name)
+		var v keyView
+		if k != nil {
+			v = s.view(r, k)
+		}
+		s.adminMu.Unlock()
+		if k == nil {
+			return notFound()
+		}
+		s.writeJSON(w, http.StatusOK, v)
+		return http.StatusOK
+	}
+}

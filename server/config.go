@@ -1,0 +1,487 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole server configuration. Load it with ParseConfig (YAML),
+// then call SetDefaults, apply overrides (Override, flags), and Validate.
+type Config struct {
+	// Listen is the public address. Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// AdminListen is the admin address serving pprof, /metrics and health.
+	// Empty: no admin listener (and no pprof anywhere).
+	AdminListen string `yaml:"admin_listen"`
+	// DataDir holds the embedded state (SQLite store, worker file, keys
+	// created through the API). Default ./idmint-data.
+	DataDir string `yaml:"data_dir"`
+	// Coordinator says how this node gets its worker ID: static://N,
+	// file:///path, postgres://..., mysql://..., etcd://host:port/prefix,
+	// zk://host:port/path. Default file://<data_dir>/worker.
+	Coordinator string `yaml:"coordinator"`
+	// Stores names the segment stores; keys refer to them by name. The
+	// store "default" is sqlite://<data_dir>/segments.db unless given.
+	Stores map[string]string `yaml:"stores"`
+	// Layouts describes custom snowflake bit layouts by name.
+	Layouts map[string]LayoutConfig `yaml:"layouts"`
+	// Keys are the ID spaces served, by name.
+	Keys map[string]KeyConfig `yaml:"keys"`
+	// AdminToken guards key administration. Empty: admin calls are served
+	// to loopback clients only.
+	AdminToken string `yaml:"admin_token"`
+	// TLS, when both files are set, makes the public listener serve HTTPS.
+	TLS TLSConfig `yaml:"tls"`
+	// MaxCount is the most IDs one request may ask for. Default 10000.
+	MaxCount int `yaml:"max_count"`
+	// MaxBodyBytes limits request bodies. Default 64 KiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// LeafSnowflakeKey serves /api/snowflake/get/{key} for keys that are
+	// not configured (Leaf's snowflake endpoint ignores the key) and
+	// /decodeSnowflakeId. Default "snowflake" when such a key exists.
+	LeafSnowflakeKey string `yaml:"leaf_snowflake_key"`
+	// Timeouts against slow clients. Defaults: read_header 5s, read 30s,
+	// write 30s, idle 120s, shutdown 30s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	ReadTimeout       Duration `yaml:"read_timeout"`
+	WriteTimeout      Duration `yaml:"write_timeout"`
+	IdleTimeout       Duration `yaml:"idle_timeout"`
+	ShutdownTimeout   Duration `yaml:"shutdown_timeout"`
+}
+
+// TLSConfig names a certificate and its key (PEM files).
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// LayoutConfig describes a snowflake bit layout: either a preset by name
+// ("twitter", "sonyflake", ...) or the bit widths, epoch and tick.
+type LayoutConfig struct {
+	Preset   string   `yaml:"preset,omitempty" json:"preset,omitempty"`
+	Epoch    string   `yaml:"epoch,omitempty" json:"epoch,omitempty"` // RFC 3339
+	TimeBits int      `yaml:"time_bits,omitempty" json:"time_bits,omitempty"`
+	NodeBits int      `yaml:"node_bits,omitempty" json:"node_bits,omitempty"`
+	SeqBits  int      `yaml:"seq_bits,omitempty" json:"seq_bits,omitempty"`
+	Tick     Duration `yaml:"tick,omitempty" json:"tick,omitempty"`
+}
+
+// KeyConfig configures one key (Leaf's biz_tag).
+type KeyConfig struct {
+	// Strategy names a registered Strategy.
+	Strategy string `yaml:"strategy" json:"strategy"`
+	// Store names an entry of Config.Stores (segment, ticket keys).
+	// Default "default".
+	Store string `yaml:"store,omitempty" json:"store,omitempty"`
+	// Layout names a layout (snowflake keys).
+	Layout string `yaml:"layout,omitempty" json:"layout,omitempty"`
+	// Step is the block size leased from the store (segment keys).
+	Step int64 `yaml:"step,omitempty" json:"step,omitempty"`
+	// Tokens, when any, are required as `Authorization: Bearer <token>`
+	// to get IDs of this key.
+	Tokens []string `yaml:"tokens,omitempty" json:"-"`
+	// RateLimit caps requests per second for this key (0: unlimited);
+	// bursts of up to one second's worth are allowed.
+	RateLimit float64 `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
+	// Options are strategy-specific settings.
+	Options map[string]string `yaml:"options,omitempty" json:"options,omitempty"`
+}
+
+// Duration is a time.Duration written as "1.5s" in YAML and JSON.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: bad duration %q", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, time.Duration(d).String()), nil
+}
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return fmt.Errorf("bad duration %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("bad duration %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Defaults used by SetDefaults.
+const (
+	DefaultListen       = "127.0.0.1:8080"
+	DefaultDataDir      = "idmint-data"
+	DefaultMaxCount     = 10000
+	DefaultMaxBodyBytes = 64 << 10
+	DefaultStore        = "default"
+)
+
+// ParseConfig reads a YAML config. Unknown fields are errors (a typo must
+// not silently fall back to a default).
+func ParseConfig(r io.Reader) (*Config, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("server: read config: %w", err)
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("server: config: %w", err)
+	}
+	return &c, nil
+}
+
+// SetDefaults fills every unset field with its default. The data directory
+// default is relative to the working directory.
+func (c *Config) SetDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Coordinator == "" {
+		c.Coordinator = "file://" + filepath.ToSlash(absOrSelf(filepath.Join(c.DataDir, "worker")))
+	}
+	if c.Stores == nil {
+		c.Stores = map[string]string{}
+	}
+	if _, ok := c.Stores[DefaultStore]; !ok {
+		c.Stores[DefaultStore] = "sqlite://" + filepath.ToSlash(absOrSelf(filepath.Join(c.DataDir, "segments.db")))
+	}
+	if c.MaxCount == 0 {
+		c.MaxCount = DefaultMaxCount
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.LeafSnowflakeKey == "" {
+		if k, ok := c.Keys["snowflake"]; ok && k.Strategy == "snowflake" {
+			c.LeafSnowflakeKey = "snowflake"
+		}
+	}
+	def := func(d *Duration, v time.Duration) {
+		if *d == 0 {
+			*d = Duration(v)
+		}
+	}
+	def(&c.ReadHeaderTimeout, 5*time.Second)
+	def(&c.ReadTimeout, 30*time.Second)
+	def(&c.WriteTimeout, 30*time.Second)
+	def(&c.IdleTimeout, 120*time.Second)
+	def(&c.ShutdownTimeout, 30*time.Second)
+	for name, k := range c.Keys {
+		if k.Store == "" {
+			k.Store = DefaultStore
+			c.Keys[name] = k
+		}
+	}
+}
+
+func absOrSelf(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// Override applies environment variables over the config (getenv is
+// os.Getenv in the binary; the package never reads the environment itself):
+//
+//	IDMINT_LISTEN, IDMINT_ADMIN_LISTEN, IDMINT_DATA_DIR, IDMINT_COORDINATOR,
+//	IDMINT_STORE (the default store's URL), IDMINT_ADMIN_TOKEN,
+//	IDMINT_MAX_COUNT, IDMINT_TLS_CERT, IDMINT_TLS_KEY.
+//
+// Call it before SetDefaults so that derived defaults follow
+// IDMINT_DATA_DIR. It fails naming the variable and value when one does not
+// parse.
+func (c *Config) Override(getenv func(string) string) error {
+	set := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	set("IDMINT_LISTEN", &c.Listen)
+	set("IDMINT_ADMIN_LISTEN", &c.AdminListen)
+	set("IDMINT_DATA_DIR", &c.DataDir)
+	set("IDMINT_COORDINATOR", &c.Coordinator)
+	set("IDMINT_ADMIN_TOKEN", &c.AdminToken)
+	set("IDMINT_TLS_CERT", &c.TLS.CertFile)
+	set("IDMINT_TLS_KEY", &c.TLS.KeyFile)
+	if v := getenv("IDMINT_STORE"); v != "" {
+		if c.Stores == nil {
+			c.Stores = map[string]string{}
+		}
+		c.Stores[DefaultStore] = v
+	}
+	if v := getenv("IDMINT_MAX_COUNT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("server: IDMINT_MAX_COUNT: %q is not a whole number", v)
+		}
+		c.MaxCount = n
+	}
+	return nil
+}
+
+// Problem is one thing wrong with a config: the field path
+// ("keys.order.step"), the offending value, and what is wrong.
+type Problem struct {
+	Field   string
+	Value   string
+	Message string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: %s (value %q)", p.Field, p.Message, p.Value)
+}
+
+// ValidationError lists every problem Validate found.
+type ValidationError struct{ Problems []Problem }
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server: config has %d problem(s):", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// ErrInvalidConfig is matched (errors.Is) by every *ValidationError.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// Is reports whether target is ErrInvalidConfig.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Validate checks the whole config (after SetDefaults) against reg and
+// returns a *ValidationError listing every problem, or nil.
+func (c *Config) Validate(reg *Registry) error {
+	var ps []Problem
+	add := func(field, value, format string, a ...any) {
+		ps = append(ps, Problem{field, value, fmt.Sprintf(format, a...)})
+	}
+	loopbackOnly := true
+	if err := checkAddr(c.Listen); err != nil {
+		add("listen", c.Listen, "%v", err)
+	} else if !isLoopbackAddr(c.Listen) {
+		loopbackOnly = false
+	}
+	if c.AdminListen != "" {
+		if err := checkAddr(c.AdminListen); err != nil {
+			add("admin_listen", c.AdminListen, "%v", err)
+		} else if !isLoopbackAddr(c.AdminListen) && c.AdminToken == "" {
+			add("admin_listen", c.AdminListen, "a non-loopback admin listener needs admin_token (it serves pprof)")
+		}
+	}
+	if !loopbackOnly && c.AdminToken == "" {
+		add("listen", c.Listen, "serving a non-loopback address needs admin_token (without it only loopback is served)")
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		add("admin_token", "(redacted)", "must be at least 16 characters")
+	}
+	if c.DataDir == "" {
+		add("data_dir", "", "must not be empty")
+	}
+	if c.Coordinator != "" {
+		if _, err := url.Parse(c.Coordinator); err != nil {
+			add("coordinator", redactURL(c.Coordinator), "not a URL: %v", err)
+		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		add("tls", c.TLS.CertFile+","+c.TLS.KeyFile, "cert_file and key_file must be given together")
+	}
+	if c.MaxCount < 1 || c.MaxCount > 1_000_000 {
+		add("max_count", strconv.Itoa(c.MaxCount), "must be between 1 and 1000000")
+	}
+	if c.MaxBodyBytes < 1 {
+		add("max_body_bytes", strconv.FormatInt(c.MaxBodyBytes, 10), "must be positive")
+	}
+	for _, d := range []struct {
+		f string
+		v Duration
+	}{{"read_header_timeout", c.ReadHeaderTimeout}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}, {"idle_timeout", c.IdleTimeout}, {"shutdown_timeout", c.ShutdownTimeout}} {
+		if d.v < 0 {
+			add(d.f, time.Duration(d.v).String(), "must not be negative")
+		}
+	}
+	for _, name := range sortedKeys(c.Stores) {
+		u := c.Stores[name]
+		if err := CheckName(name); err != nil {
+			add("stores."+name, name, "%v", err)
+		}
+		if _, err := url.Parse(u); err != nil || u == "" {
+			add("stores."+name, redactURL(u), "not a store URL (sqlite://, postgres://, mysql://, redis://)")
+		}
+	}
+	for _, name := range sortedKeys(c.Layouts) {
+		if _, err := lookupLayout(reg, c, name); err != nil {
+			add("layouts."+name, name, "%v", err)
+		}
+	}
+	for _, name := range sortedKeys(c.Keys) {
+		ps = append(ps, c.checkKey(reg, "keys."+name, name, c.Keys[name])...)
+	}
+	if c.LeafSnowflakeKey != "" {
+		if _, ok := c.Keys[c.LeafSnowflakeKey]; !ok {
+			add("leaf_snowflake_key", c.LeafSnowflakeKey, "no such key")
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return &ValidationError{ps}
+}
+
+// checkKey validates one key; prefix is the field path of the key.
+func (c *Config) checkKey(reg *Registry, prefix, name string, k KeyConfig) []Problem {
+	var ps []Problem
+	add := func(field, value, format string, a ...any) {
+		ps = append(ps, Problem{prefix + field, value, fmt.Sprintf(format, a...)})
+	}
+	if err := CheckName(name); err != nil {
+		add("", name, "%v", err)
+	}
+	st, ok := reg.Strategy(k.Strategy)
+	if !ok {
+		add(".strategy", k.Strategy, "unknown strategy; known: %s", strings.Join(reg.Strategies(), ", "))
+	}
+	if k.Store != "" {
+		if _, ok := c.Stores[k.Store]; !ok {
+			add(".store", k.Store, "no such store in stores")
+		}
+	}
+	if k.Layout != "" {
+		if _, err := lookupLayout(reg, c, k.Layout); err != nil {
+			add(".layout", k.Layout, "%v", err)
+		}
+	}
+	if k.Step < 0 {
+		add(".step", strconv.FormatInt(k.Step, 10), "must not be negative")
+	}
+	if k.RateLimit < 0 {
+		add(".rate_limit", strconv.FormatFloat(k.RateLimit, 'g', -1, 64), "must not be negative")
+	}
+	for i, t := range k.Tokens {
+		if len(t) < 16 {
+			add(fmt.Sprintf(".tokens[%d]", i), "(redacted)", "must be at least 16 characters")
+		}
+	}
+	if ok && st.Check != nil {
+		for _, p := range st.Check(k, c) {
+			p.Field = prefix + "." + p.Field
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// MaxNameLen is the longest key or store name, in bytes (Leaf's biz_tag is
+// varchar(128)).
+const MaxNameLen = 128
+
+// ErrBadName is returned by CheckName.
+var ErrBadName = errors.New("server: bad key name")
+
+// CheckName reports whether s can name a key: 1 to 128 bytes of valid UTF-8,
+// letters, digits and . _ : - only, not starting with a punctuation mark.
+func CheckName(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: must not be empty", ErrBadName)
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadName, len(s), MaxNameLen)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadName, s)
+	}
+	for i, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+		case i > 0 && (r == '.' || r == '_' || r == ':' || r == '-'):
+		default:
+			return fmt.Errorf("%w: %q: character %q at byte %d is not allowed (letters, digits, . _ : - only)", ErrBadName, s, r, i)
+		}
+	}
+	return nil
+}
+
+func checkAddr(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("not host:port: %v", err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	_ = host
+	return nil
+}
+
+// isLoopbackAddr reports whether host:port names only loopback interfaces
+// ("" and "0.0.0.0" are every interface).
+func isLoopbackAddr(a string) bool {
+	host, _, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,25 @@
+// Package server serves idmint's ID strategies over HTTP: the Leaf-compatible
+// endpoints (`/api/segment/get/{key}`, `/api/snowflake/get/{key}`,
+// `/decodeSnowflakeId`, `/cache`, `/db`), the native JSON API under `/v1`,
+// key administration, and the operational endpoints (`/healthz`, `/readyz`,
+// `/metrics`, pprof on the admin listener only).
+//
+// The package knows no strategy. Each key's issuer is built by a factory
+// looked up by strategy name in a Registry, and handlers only consume the
+// small capability interfaces declared in issuer.go (Int64s, Strings,
+// Ranger, Decoder, Stepper, Monitor, Readier, StatsReporter). A strategy
+// that lands later plugs in by registering a Strategy; no handler changes.
+//
+// Guarantees:
+//   - Every malformed request gets a 4xx JSON body
+//     {"error":{"code":...,"message":...,"field":...}} naming the field and
+//     the value, and changes no state (design.md U7). The Leaf endpoints
+//     answer like Leaf's controller does instead (bare ID as text; HTTP 500
+//     on failure).
+//   - Tokens are compared in constant time (on their SHA-256) and never
+//     logged.
+//   - IDs in JSON are strings, never numbers (JavaScript loses precision
+//     above 2^53).
+//   - Shutdown stops accepting, finishes in-flight requests, then closes
+//     issuers and shared resources (leases record their horizon on Close).
+package server

@@ -1,0 +1,364 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+func (s *Server) routes(mux *http.ServeMux) {
+	// Leaf-compatible.
+	mux.HandleFunc("/api/segment/get/{key}", s.leafSegment)
+	mux.HandleFunc("/api/snowflake/get/{key}", s.leafSnowflake)
+	mux.HandleFunc("/decodeSnowflakeId", s.leafDecode)
+	mux.HandleFunc("/cache", s.cache)
+	mux.HandleFunc("/db", s.db)
+	// Native.
+	mux.HandleFunc("/v1/keys/{key}/ids", s.ids)
+	mux.HandleFunc("/v1/keys/{key}/range", s.rangeIDs)
+	mux.HandleFunc("/v1/snowflake/{key}", s.snowflakeIDs)
+	mux.HandleFunc("/v1/decode/{id}", s.decode)
+	mux.HandleFunc("/v1/keys", s.keysCollection)
+	mux.HandleFunc("/v1/keys/{key}", s.keyResource)
+	// Operations.
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/readyz", s.readyz)
+	mux.Handle("/metrics", s.metrics.handler())
+	mux.HandleFunc("/", s.notFound)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, apiError{status: http.StatusNotFound, code: CodeNotFound, field: "path", msg: "no such endpoint: " + strconv.Quote(trunc(r.URL.Path))})
+	s.metrics.observe(routeOther, http.StatusNotFound, 0)
+}
+
+// methodOK answers 405 with an Allow header unless r.Method is one of
+// allowed (HEAD is allowed wherever GET is).
+func (s *Server) methodOK(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+	for _, m := range allowed {
+		if r.Method == m || (m == http.MethodGet && r.Method == http.MethodHead) {
+			return true
+		}
+	}
+	allow := ""
+	for i, m := range allowed {
+		if i > 0 {
+			allow += ", "
+		}
+		allow += m
+	}
+	w.Header().Set("Allow", allow)
+	s.writeError(w, apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, field: "method", msg: "method " + strconv.Quote(trunc(r.Method)) + " is not allowed here; allowed: " + allow})
+	return false
+}
+
+// acquire resolves the {key} of a request: name validity, existence, the
+// key's token, its rate limit. On success the key is returned read-locked
+// (release with k.mu.RUnlock) and status is 0; otherwise the error answer
+// has been written and its status is returned.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*key, int) {
+	k := s.lookup(name)
+	if k == nil {
+		if err := CheckName(name); err != nil {
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadKey, field: "key", msg: err.Error()})
+			return nil, http.StatusBadRequest
+		}
+		s.writeError(w, apiError{status: http.StatusNotFound, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)})
+		return nil, http.StatusNotFound
+	}
+	if st := authorize(r, k.tokens); st != 0 {
+		s.writeAuthError(w, st)
+		return nil, st
+	}
+	if k.limiter != nil {
+		if ok, wait := k.limiter.allow(); !ok {
+			s.writeError(w, apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, field: "key", msg: "key " + strconv.Quote(name) + " is limited to " + strconv.FormatFloat(k.cfg.RateLimit, 'g', -1, 64) + " requests per second", retryAfter: wait})
+			return nil, http.StatusTooManyRequests
+		}
+	}
+	k.mu.RLock()
+	if k.gone {
+		k.mu.RUnlock()
+		s.writeError(w, apiError{status: http.StatusNotFound, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)})
+		return nil, http.StatusNotFound
+	}
+	return k, 0
+}
+
+var int64Pool = sync.Pool{New: func() any { b := make([]int64, 0, 64); return &b }}
+var bytePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func getInts(n int) *[]int64 {
+	p := int64Pool.Get().(*[]int64)
+	if cap(*p) < n {
+		*p = make([]int64, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// ids serves GET /v1/keys/{key}/ids?count=N.
+func (s *Server) ids(w http.ResponseWriter, r *http.Request) {
+	start := s.clk.Mono()
+	st := s.serveIDs(w, r, "")
+	s.metrics.observe(routeIDs, st, s.clk.Mono()-start)
+}
+
+// snowflakeIDs serves GET /v1/snowflake/{key}?count=N: ids, for snowflake
+// keys only.
+func (s *Server) snowflakeIDs(w http.ResponseWriter, r *http.Request) {
+	start := s.clk.Mono()
+	st := s.serveIDs(w, r, "snowflake")
+	s.metrics.observe(routeSnowflake, st, s.clk.Mono()-start)
+}
+
+func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy string) int {
+	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+		return http.StatusMethodNotAllowed
+	}
+	n, err := parseCount(r.URL.RawQuery, s.cfg.MaxCount)
+	if err != nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
+		return http.StatusBadRequest
+	}
+	k, st := s.acquire(w, r, r.PathValue("key"))
+	if st != 0 {
+		return st
+	}
+	defer k.mu.RUnlock()
+	if strategy != "" && k.cfg.Strategy != strategy {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " uses strategy " + strconv.Quote(k.cfg.Strategy) + ", not " + strconv.Quote(strategy)})
+		return http.StatusBadRequest
+	}
+	bp := bytePool.Get().(*[]byte)
+	b := (*bp)[:0]
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, k.name)
+	b = append(b, `,"strategy":`...)
+	b = appendJSONString(b, k.cfg.Strategy)
+	b = append(b, `,"ids":[`...)
+	if k.ints != nil {
+		ip := getInts(n)
+		if err := k.ints.NextInt64s(r.Context(), *ip); err != nil {
+			int64Pool.Put(ip)
+			bytePool.Put(bp)
+			return s.fail(w, r, k, err)
+		}
+		for i, id := range *ip {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = strconv.AppendInt(b, id, 10)
+			b = append(b, '"')
+		}
+		int64Pool.Put(ip)
+	} else {
+		ss := make([]string, n)
+		if err := k.strs.NextStrings(r.Context(), ss); err != nil {
+			bytePool.Put(bp)
+			return s.fail(w, r, k, err)
+		}
+		for i, id := range ss {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, id)
+		}
+	}
+	b = append(b, "]}\n"...)
+	k.issued.Add(float64(n))
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h["Cache-Control"] = noStore
+	w.Write(b)
+	*bp = b
+	bytePool.Put(bp)
+	return http.StatusOK
+}
+
+var (
+	jsonType = []string{"application/json"}
+	textType = []string{"text/plain;charset=UTF-8"}
+	noStore  = []string{"no-store"}
+)
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *key, err error) int {
+	e := issuerError(err, k.name)
+	if e.status >= 500 {
+		s.log.Warn("issuer refused", "key", k.name, "strategy", k.cfg.Strategy, "err", err)
+	}
+	s.writeError(w, e)
+	return e.status
+}
+
+// rangeIDs serves GET /v1/keys/{key}/range?count=N: a contiguous block.
+func (s *Server) rangeIDs(w http.ResponseWriter, r *http.Request) {
+	start := s.clk.Mono()
+	st := s.serveRange(w, r)
+	s.metrics.observe(routeRange, st, s.clk.Mono()-start)
+}
+
+func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) int {
+	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+		return http.StatusMethodNotAllowed
+	}
+	n, err := parseCount(r.URL.RawQuery, s.cfg.MaxCount)
+	if err != nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
+		return http.StatusBadRequest
+	}
+	k, st := s.acquire(w, r, r.PathValue("key"))
+	if st != 0 {
+		return st
+	}
+	defer k.mu.RUnlock()
+	if k.ranger == nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " (strategy " + strconv.Quote(k.cfg.Strategy) + ") does not hand out contiguous ranges; use /v1/keys/{key}/ids"})
+		return http.StatusBadRequest
+	}
+	first, err := k.ranger.NextRange(r.Context(), int64(n))
+	if err != nil {
+		return s.fail(w, r, k, err)
+	}
+	k.issued.Add(float64(n))
+	b := make([]byte, 0, 160)
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, k.name)
+	b = append(b, `,"first":"`...)
+	b = strconv.AppendInt(b, first, 10)
+	b = append(b, `","last":"`...)
+	b = strconv.AppendInt(b, first+int64(n)-1, 10)
+	b = append(b, `","count":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h["Cache-Control"] = noStore
+	w.Write(b)
+	return http.StatusOK
+}
+
+// decodedJSON is the /v1/decode answer.
+type decodedJSON struct {
+	ID       string            `json:"id"`
+	Layout   string            `json:"layout"`
+	Time     string            `json:"time,omitempty"`
+	UnixMs   string            `json:"unix_ms,omitempty"`
+	Node     int64             `json:"node"`
+	Sequence int64             `json:"sequence"`
+	Extra    map[string]string `json:"extra,omitempty"`
+}
+
+// decode serves GET /v1/decode/{id}?layout=NAME or ?key=KEY.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) {
+	start := s.clk.Mono()
+	st := s.serveDecode(w, r)
+	s.metrics.observe(routeDecode, st, s.clk.Mono()-start)
+}
+
+func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
+	if !s.methodOK(w, r, http.MethodGet) {
+		return http.StatusMethodNotAllowed
+	}
+	id := r.PathValue("id")
+	layout, hasLayout, err1 := queryValue(r.URL.RawQuery, "layout")
+	keyName, hasKey, err2 := queryValue(r.URL.RawQuery, "key")
+	if err := errors.Join(err1, err2); err != nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout", msg: err.Error()})
+		return http.StatusBadRequest
+	}
+	var dec func(string) (Decoded, error)
+	switch {
+	case hasLayout && hasKey:
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout", msg: "give layout or key, not both"})
+		return http.StatusBadRequest
+	case hasLayout:
+		l, err := lookupLayout(s.reg, s.cfg, layout)
+		if err != nil {
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout", msg: err.Error() + "; known: " + joinNames(s.reg.Layouts())})
+			return http.StatusBadRequest
+		}
+		dec = l.Decode
+	default:
+		if !hasKey {
+			keyName = s.cfg.LeafSnowflakeKey
+		}
+		k, st := s.acquire(w, r, keyName)
+		if st != 0 {
+			return st
+		}
+		d := k.dec
+		k.mu.RUnlock()
+		if d == nil {
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(keyName) + " has no decoder; pass layout="})
+			return http.StatusBadRequest
+		}
+		dec = d.Decode
+	}
+	p, err := dec(id)
+	if err != nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadID, field: "id", msg: err.Error()})
+		return http.StatusBadRequest
+	}
+	out := decodedJSON{ID: id, Layout: p.Layout, Node: p.Node, Sequence: p.Sequence, Extra: p.Extra}
+	if !p.Time.IsZero() {
+		out.Time = p.Time.UTC().Format(time.RFC3339Nano)
+		out.UnixMs = strconv.FormatInt(p.Time.UnixMilli(), 10)
+	}
+	s.writeJSON(w, http.StatusOK, out)
+	return http.StatusOK
+}
+
+func joinNames(ns []string) string {
+	out := ""
+	for i, n := range ns {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.writeError(w, apiError{status: http.StatusInternalServerError, code: "internal", msg: "encode answer: " + err.Error()})
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h["Cache-Control"] = noStore
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if !s.methodOK(w, r, http.MethodGet) {
+		return
+	}
+	w.Header()["Content-Type"] = jsonType
+	w.Write([]byte("{\"status\":\"ok\"}\n"))
+	s.metrics.observe(routeHealth, http.StatusOK, 0)
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.methodOK(w, r, http.MethodGet) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.readyErr(ctx); err != nil {
+		s.writeError(w, apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "not ready: " + err.Error(), retryAfter: time.Second})
+		s.metrics.observe(routeReady, http.StatusServiceUnavailable, 0)
+		return
+	}
+	w.Header()["Content-Type"] = jsonType
+	w.Write([]byte("{\"status\":\"ready\"}\n"))
+	s.metrics.observe(routeReady, http.StatusOK, 0)
+}

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"time"
+)
+
+// Issuer is what a Strategy's factory builds for one key. Close releases
+// what the issuer holds; the server calls it once, after the last request
+// that could use it has finished. An Issuer must implement at least one of
+// Int64s or Strings to be useful; every other capability is optional and
+// discovered with a type assertion, like http.Flusher.
+type Issuer interface {
+	Close(ctx context.Context) error
+}
+
+// Int64s is an issuer of numeric IDs. NextInt64s fills every element of dst
+// with an ID unique within the key, or returns an error and no IDs. It must
+// be safe for concurrent use.
+type Int64s interface {
+	NextInt64s(ctx context.Context, dst []int64) error
+}
+
+// Strings is an issuer of textual IDs (UUID family, order numbers).
+// NextStrings fills every element of dst, or returns an error. It must be
+// safe for concurrent use.
+type Strings interface {
+	NextStrings(ctx context.Context, dst []string) error
+}
+
+// Ranger is an issuer that can hand out a contiguous block of n numeric IDs
+// [first, first+n) in one call (segment keys). The whole block belongs to
+// the caller; no other caller ever receives a number in it.
+type Ranger interface {
+	NextRange(ctx context.Context, n int64) (first int64, err error)
+}
+
+// Decoded is an ID taken apart. Zero fields were not present in the ID.
+type Decoded struct {
+	// Layout names the layout the ID was read with.
+	Layout string
+	// Time is the moment stamped in the ID, if any.
+	Time time.Time
+	// Node is the worker, machine or node field, if any.
+	Node int64
+	// Sequence is the sequence field, if any.
+	Sequence int64
+	// Extra holds layout-specific fields (UUID version, random part...).
+	Extra map[string]string
+}
+
+// Decoder takes apart an ID of its issuer's format. It returns an error
+// naming the value when id is not one of its IDs' textual form.
+type Decoder interface {
+	Decode(id string) (Decoded, error)
+}
+
+// Stepper is an issuer whose block size can be changed at run time
+// (segment keys). SetStep takes effect at the next store round trip.
+type Stepper interface {
+	Step() int64
+	SetStep(ctx context.Context, step int64) error
+}
+
+// CacheView is one key's in-memory state in the shape of Leaf's
+// SegmentBufferView (the /cache page): both buffers' current value, step and
+// max, the buffer in use, whether the next one is loaded, and whether the
+// key has been initialised.
+type CacheView struct {
+	Key       string `json:"key"`
+	Value0    int64  `json:"value0"`
+	Step0     int64  `json:"step0"`
+	Max0      int64  `json:"max0"`
+	Value1    int64  `json:"value1"`
+	Step1     int64  `json:"step1"`
+	Max1      int64  `json:"max1"`
+	Pos       int    `json:"pos"`
+	NextReady bool   `json:"nextReady"`
+	InitOk    bool   `json:"initOk"`
+}
+
+// StoreRow is one key's row in its store, in the shape of Leaf's LeafAlloc
+// (the /db page).
+type StoreRow struct {
+	Key         string    `json:"key"`
+	MaxID       int64     `json:"maxId"`
+	Step        int64     `json:"step"`
+	UpdateTime  time.Time `json:"updateTime"`
+	Description string    `json:"description,omitempty"`
+}
+
+// Monitor is an issuer with buffers worth showing on /cache and a store row
+// worth showing on /db.
+type Monitor interface {
+	CacheView() CacheView
+	StoreRow(ctx context.Context) (StoreRow, error)
+}
+
+// Readier is an issuer or shared resource that can say whether it can serve
+// now (lease held, store reachable). /readyz fails while any returns an
+// error.
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
+// Stat is one gauge or counter an issuer or resource exposes on /metrics as
+// idmint_<Name>{key,strategy} (resources: {resource}).
+type Stat struct {
+	Name    string // snake_case, without the idmint_ prefix
+	Help    string
+	Value   float64
+	Counter bool // a monotonically increasing count, not a gauge
+}
+
+// StatsReporter is an issuer or shared resource with figures for /metrics:
+// segment remaining and step, clock-rollback events, lease state, horizon
+// distance. Stats is called on every scrape and must be cheap.
+type StatsReporter interface {
+	Stats() []Stat
+}
+
+// RetryAfter is implemented by errors after which a client should retry
+// later (clock rollback, lease being renewed, store failover). The server
+// answers 503 with a Retry-After header of at least one second.
+type RetryAfter interface {
+	RetryAfter() time.Duration
+}
+
+// InputError marks an issuer error caused by the request (for example a
+// count a strategy cannot serve in one call). The server answers 400 naming
+// Field instead of 503.
+type InputError struct {
+	Field string
+	Err   error
+}
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Route names label request metrics (never the raw path: key names would
+// blow up the series count).
+const (
+	routeLeafSegment = iota
+	routeLeafSnowflake
+	routeLeafDecode
+	routeCache
+	routeDB
+	routeIDs
+	routeRange
+	routeSnowflake
+	routeDecode
+	routeKeys
+	routeKey
+	routeHealth
+	routeReady
+	routeOther
+	numRoutes
+)
+
+var routeNames = [numRoutes]string{
+	"leaf_segment", "leaf_snowflake", "leaf_decode", "cache", "db",
+	"ids", "range", "snowflake", "decode", "keys", "key", "healthz", "readyz", "other",
+}
+
+type metrics struct {
+	reg      *prometheus.Registry
+	issued   *prometheus.CounterVec
+	latency  [numRoutes]prometheus.Observer
+	requests *prometheus.CounterVec
+	byCode   [numRoutes][6]prometheus.Counter // by status class 1xx..5xx
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.issued = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idmint_ids_issued_total",
+		Help: "IDs handed out, by key and strategy.",
+	}, []string{"key", "strategy"})
+	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "idmint_http_request_duration_seconds",
+		Help:    "Time from routing a request to writing its response, by route.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5, 1},
+	}, []string{"route"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idmint_http_requests_total",
+		Help: "HTTP requests answered, by route and status class (2xx, 4xx, 5xx).",
+	}, []string{"route", "code"})
+	for i, n := range routeNames {
+		m.latency[i] = hist.WithLabelValues(n)
+		for c := 1; c <= 5; c++ {
+			m.byCode[i][c] = m.requests.WithLabelValues(n, string(rune('0'+c))+"xx")
+		}
+	}
+	m.reg.MustRegister(m.issued, hist, m.requests, &statsCollector{s},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(route, status int, d time.Duration) {
+	m.latency[route].Observe(d.Seconds())
+	c := status / 100
+	if c < 1 || c > 5 {
+		c = 5
+	}
+	m.byCode[route][c].Inc()
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// statsCollector turns the Stats of every key's issuer and every shared
+// resource into const metrics at scrape time, plus the lease/ready state.
+type statsCollector struct{ s *Server }
+
+var (
+	descKeys  = prometheus.NewDesc("idmint_keys", "Keys served.", nil, nil)
+	descReady = prometheus.NewDesc("idmint_ready", "1 when every key and shared resource is ready (what /readyz reports).", nil, nil)
+)
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	// Unchecked collector: the stat names depend on the strategies served.
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.s.table()
+	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(len(t)))
+	ready := 0.0
+	if c.s.readyErr(nil) == nil {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
+	descs := map[string]*prometheus.Desc{}
+	emit := func(st Stat, labels []string, values ...string) {
+		name := "idmint_" + sanitizeMetricName(st.Name)
+		id := name + "|" + strings.Join(labels, ",")
+		d, ok := descs[id]
+		if !ok {
+			d = prometheus.NewDesc(name, st.Help, labels, nil)
+			descs[id] = d
+		}
+		vt := prometheus.GaugeValue
+		if st.Counter {
+			vt = prometheus.CounterValue
+		}
+		if m, err := prometheus.NewConstMetric(d, vt, st.Value, values...); err == nil {
+			ch <- m
+		}
+	}
+	for _, name := range sortedKeys(t) {
+		k := t[name]
+		if sr, ok := k.issuer.(StatsReporter); ok {
+			for _, st := range sr.Stats() {
+				emit(st, []string{"key", "strategy"}, k.name, k.cfg.Strategy)
+			}
+		}
+	}
+	for _, r := range c.s.env.resources() {
+		if sr, ok := r.r.(StatsReporter); ok {
+			for _, st := range sr.Stats() {
+				emit(st, []string{"resource"}, r.name)
+			}
+		}
+	}
+}
+
+func sanitizeMetricName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9' && i > 0) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,441 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idmint/idmint/clock"
+)
+
+// Options configures New. Config and Registry are required.
+type Options struct {
+	// Config must have had SetDefaults applied; New validates it.
+	Config *Config
+	// Registry holds the strategies keys may use.
+	Registry *Registry
+	// Clock defaults to clock.NewReal().
+	Clock clock.Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// KeyStore persists keys created through the admin API. Nil: such
+	// keys last until the process exits.
+	KeyStore KeyStore
+}
+
+// Server serves the keys of one Config. Create it with New, expose
+// Handler and AdminHandler (or call Serve), and Close it once.
+type Server struct {
+	cfg      *Config
+	reg      *Registry
+	clk      clock.Clock
+	log      *slog.Logger
+	env      *Env
+	keystore KeyStore
+	metrics  *metrics
+
+	keys    atomic.Pointer[map[string]*key]
+	adminMu sync.Mutex // serialises key administration
+
+	adminToken []tokenHash
+	closed     atomic.Bool
+}
+
+// key is one served key: its config and issuer with the capabilities
+// resolved once.
+type key struct {
+	name       string
+	cfg        KeyConfig
+	fromConfig bool
+	issuer     Issuer
+	ints       Int64s
+	strs       Strings
+	ranger     Ranger
+	dec        Decoder
+	tokens     []tokenHash
+	limiter    *limiter
+	issued     prometheus.Counter
+
+	// mu is held shared by every request using the issuer and exclusively
+	// by deletion, so an issuer is closed only after its last request.
+	mu   sync.RWMutex
+	gone bool
+}
+
+// ErrClosed is returned by calls on a closed Server.
+var ErrClosed = errors.New("server: closed")
+
+// New validates the config and builds an issuer for every key (config keys,
+// then keys from the KeyStore). On any failure it closes what it built and
+// returns an error naming the key.
+func New(ctx context.Context, o Options) (*Server, error) {
+	if o.Config == nil || o.Registry == nil {
+		return nil, errors.New("server: Options.Config and Options.Registry are required")
+	}
+	if err := o.Config.Validate(o.Registry); err != nil {
+		return nil, err
+	}
+	if o.Clock == nil {
+		o.Clock = clock.NewReal()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg: o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
+		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry},
+	}
+	if o.Config.AdminToken != "" {
+		s.adminToken = hashTokens([]string{o.Config.AdminToken})
+	}
+	empty := map[string]*key{}
+	s.keys.Store(&empty)
+	s.metrics = newMetrics(s)
+
+	all := map[string]*key{}
+	fail := func(err error) (*Server, error) {
+		for _, k := range all {
+			k.issuer.Close(ctx)
+		}
+		s.env.closeAll(ctx)
+		return nil, err
+	}
+	for _, name := range sortedKeys(o.Config.Keys) {
+		k, err := s.build(ctx, name, o.Config.Keys[name], true)
+		if err != nil {
+			return fail(err)
+		}
+		all[name] = k
+	}
+	if s.keystore != nil {
+		stored, err := s.keystore.Load(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		for _, name := range sortedKeys(stored) {
+			if _, dup := all[name]; dup {
+				s.log.Warn("key from the key store shadowed by the config file", "key", name)
+				continue
+			}
+			kc := stored[name]
+			if ps := s.cfg.checkKey(s.reg, "keys."+name, name, kc); len(ps) > 0 {
+				return fail(&ValidationError{ps})
+			}
+			k, err := s.build(ctx, name, kc, false)
+			if err != nil {
+				return fail(err)
+			}
+			all[name] = k
+		}
+	}
+	s.keys.Store(&all)
+	return s, nil
+}
+
+func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfig bool) (*key, error) {
+	st, ok := s.reg.Strategy(kc.Strategy)
+	if !ok {
+		return nil, fmt.Errorf("server: key %q: unknown strategy %q", name, kc.Strategy)
+	}
+	if kc.Store == "" {
+		kc.Store = DefaultStore
+	}
+	iss, err := st.New(ctx, s.env, name, kc)
+	if err != nil {
+		return nil, fmt.Errorf("server: key %q (%s): %w", name, kc.Strategy, err)
+	}
+	k := &key{
+		name: name, cfg: kc, fromConfig: fromConfig, issuer: iss,
+		tokens:  hashTokens(kc.Tokens),
+		limiter: newLimiter(s.clk, kc.RateLimit),
+		issued:  s.metrics.issued.WithLabelValues(name, kc.Strategy),
+	}
+	k.ints, _ = iss.(Int64s)
+	k.strs, _ = iss.(Strings)
+	k.ranger, _ = iss.(Ranger)
+	k.dec, _ = iss.(Decoder)
+	if k.ints == nil && k.strs == nil {
+		iss.Close(ctx)
+		return nil, fmt.Errorf("server: key %q: strategy %q built an issuer with neither Int64s nor Strings", name, kc.Strategy)
+	}
+	return k, nil
+}
+
+func (s *Server) table() map[string]*key { return *s.keys.Load() }
+
+func (s *Server) lookup(name string) *key { return (*s.keys.Load())[name] }
+
+// Keys returns the names of the keys served.
+func (s *Server) Keys() []string { return sortedKeys(s.table()) }
+
+// readyErr returns nil when every issuer and shared resource that can tell
+// says it is ready.
+func (s *Server) readyErr(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for _, name := range sortedKeys(s.table()) {
+		if r, ok := s.lookup(name).issuerReadier(); ok {
+			if err := r.Ready(ctx); err != nil {
+				return fmt.Errorf("key %q: %w", name, err)
+			}
+		}
+	}
+	for _, r := range s.env.resources() {
+		if rd, ok := r.r.(Readier); ok {
+			if err := rd.Ready(ctx); err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (k *key) issuerReadier() (Readier, bool) {
+	if k == nil {
+		return nil, false
+	}
+	r, ok := k.issuer.(Readier)
+	return r, ok
+}
+
+// Handler returns the public HTTP API: Leaf-compatible endpoints, /v1,
+// /healthz, /readyz and /metrics. pprof is never on it.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.routes(mux)
+	return mux
+}
+
+// AdminHandler returns the admin listener's handler: everything Handler
+// serves plus /debug/pprof/. Without an admin token it answers loopback
+// clients only.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.routes(mux)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if st := s.adminAuth(r); st != 0 {
+			s.writeAuthError(w, st)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// adminAuth returns 0 when r may administer: it carries the admin token,
+// or no admin token is configured and it comes from loopback.
+func (s *Server) adminAuth(r *http.Request) int {
+	if len(s.adminToken) == 0 {
+		if isLoopbackRemote(r) {
+			return 0
+		}
+		return http.StatusForbidden
+	}
+	return authorize(r, s.adminToken)
+}
+
+// HTTPServer returns an *http.Server for h with the config's timeouts
+// (ReadHeaderTimeout guards against slowloris) and a 16 KiB header limit.
+func (s *Server) HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: time.Duration(s.cfg.ReadHeaderTimeout),
+		ReadTimeout:       time.Duration(s.cfg.ReadTimeout),
+		WriteTimeout:      time.Duration(s.cfg.WriteTimeout),
+		IdleTimeout:       time.Duration(s.cfg.IdleTimeout),
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Serve serves Handler on ln (TLS when the config names a certificate) and,
+// when admin is not nil, AdminHandler on admin, until ctx is done. Then it
+// stops accepting, waits for in-flight requests (up to ShutdownTimeout) and
+// closes the server, which releases leases with their horizon recorded.
+func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
+	pub := s.HTTPServer(s.Handler())
+	errc := make(chan error, 2)
+	go func() {
+		var err error
+		if s.cfg.TLS.CertFile != "" {
+			err = pub.ServeTLS(ln, s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
+		} else {
+			err = pub.Serve(ln)
+		}
+		errc <- err
+	}()
+	var adm *http.Server
+	if admin != nil {
+		adm = s.HTTPServer(s.AdminHandler())
+		go func() { errc <- adm.Serve(admin) }()
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.log.Info("shutting down: finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
+	defer cancel()
+	errs := []error{}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		errs = append(errs, serveErr)
+	}
+	if err := pub.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown: %w", err))
+	}
+	if adm != nil {
+		if err := adm.Shutdown(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown admin: %w", err))
+		}
+	}
+	if err := s.Close(sctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes every issuer, then every shared resource in reverse order of
+// opening (leases record their horizon and are released). Requests still
+// running are waited for. A second Close returns ErrClosed.
+func (s *Server) Close(ctx context.Context) error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	var errs []error
+	for _, name := range sortedKeys(s.table()) {
+		k := s.lookup(name)
+		k.mu.Lock()
+		k.gone = true
+		if err := k.issuer.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: close key %q: %w", name, err))
+		}
+		k.mu.Unlock()
+	}
+	if err := s.env.closeAll(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// createKey builds and adds a key (admin API).
+func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*key, error) {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if s.lookup(name) != nil {
+		return nil, errKeyExists
+	}
+	k, err := s.build(ctx, name, kc, false)
+	if err != nil {
+		return nil, err
+	}
+	next := maps.Clone(s.table())
+	next[name] = k
+	if err := s.persist(ctx, next); err != nil {
+		k.issuer.Close(ctx)
+		return nil, err
+	}
+	s.keys.Store(&next)
+	s.log.Info("key created", "key", name, "strategy", kc.Strategy)
+	return k, nil
+}
+
+var (
+	errKeyExists  = errors.New("server: key exists")
+	errConfigKey  = errors.New("server: key is defined in the config file")
+	errNoSuchKey  = errors.New("server: no such key")
+	errNotStepped = errors.New("server: key's strategy has no step")
+)
+
+// deleteKey removes a key created through the API and closes its issuer
+// after its last in-flight request. The key's store rows are kept, so a key
+// created again with the same name continues after them (U5).
+func (s *Server) deleteKey(ctx context.Context, name string) error {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	k := s.lookup(name)
+	if k == nil {
+		return errNoSuchKey
+	}
+	if k.fromConfig {
+		return errConfigKey
+	}
+	next := maps.Clone(s.table())
+	delete(next, name)
+	if err := s.persist(ctx, next); err != nil {
+		return err
+	}
+	s.keys.Store(&next)
+	k.mu.Lock()
+	k.gone = true
+	err := k.issuer.Close(ctx)
+	k.mu.Unlock()
+	s.log.Info("key deleted", "key", name)
+	return err
+}
+
+// setStep changes a segment key's step (and the persisted config of an
+// API-created key).
+func (s *Server) setStep(ctx context.Context, name string, step int64) (*key, error) {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	k := s.lookup(name)
+	if k == nil {
+		return nil, errNoSuchKey
+	}
+	st, ok := k.issuer.(Stepper)
+	if !ok {
+		return nil, errNotStepped
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.gone {
+		return nil, errNoSuchKey
+	}
+	if err := st.SetStep(ctx, step); err != nil {
+		return nil, err
+	}
+	k.cfg.Step = step
+	if !k.fromConfig {
+		if err := s.persist(ctx, s.table()); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+func (s *Server) persist(ctx context.Context, t map[string]*key) error {
+	if s.keystore == nil {
+		return nil
+	}
+	out := map[string]KeyConfig{}
+	for n, k := range t {
+		if !k.fromConfig {
+			out[n] = k.cfg
+		}
+	}
+	return s.keystore.Save(ctx, out)
+}
