@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
 )
 
@@ -50,7 +51,15 @@ type V7 struct {
 }
 
 // NewV7 returns a V7 generator. Settings.Clock, Rand and MaxWait are used.
+// A nil Clock means the real clock read through a cache refreshed every
+// millisecond (package internal/coarse): time.Now alone costs ~40 ns on the
+// CI machine. Cached readings are never later than the real time, only up
+// to ~2 ms earlier, so IDs may be stamped slightly in the past but never
+// ahead. Pass clock.NewReal() for an exact stamp at ~40 ns more per ID.
 func NewV7(s Settings) (*V7, error) {
+	if s.Clock == nil {
+		s.Clock = coarse.New(clock.NewReal())
+	}
 	s, err := s.withDefaults()
 	if err != nil {
 		return nil, err

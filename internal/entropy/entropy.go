@@ -61,7 +61,15 @@ func (s *Source) Uint64() (uint64, error) {
 // Fill fills p with random bytes. It fails only when an injected reader does.
 func (s *Source) Fill(p []byte) error {
 	if s.c != nil {
-		_, _ = s.c.Read(p) // ChaCha8.Read always fills p and returns nil
+		for len(p) >= 8 {
+			binary.LittleEndian.PutUint64(p, s.c.Uint64())
+			p = p[8:]
+		}
+		if len(p) > 0 {
+			var w [8]byte
+			binary.LittleEndian.PutUint64(w[:], s.c.Uint64())
+			copy(p, w[:])
+		}
 		return nil
 	}
 	for len(p) > 0 {
