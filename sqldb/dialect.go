@@ -1,0 +1,144 @@
+package sqldb
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+)
+
+// Dialect names one of the SQL dialects idmint speaks. Its methods return
+// SQL fragments; none of them touches a database.
+type Dialect int
+
+// The dialects Open recognises.
+const (
+	SQLite Dialect = iota + 1
+	Postgres
+	MySQL // MySQL and MariaDB
+)
+
+// String returns "sqlite", "postgres" or "mysql" — the names migration file
+// suffixes use.
+func (d Dialect) String() string {
+	switch d {
+	case SQLite:
+		return "sqlite"
+	case Postgres:
+		return "postgres"
+	case MySQL:
+		return "mysql"
+	}
+	return "unknown(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Rebind rewrites the "?" placeholders of q into the dialect's form:
+// $1, $2, ... for PostgreSQL; unchanged for SQLite and MySQL. Question marks
+// inside single-quoted literals are left alone.
+func (d Dialect) Rebind(q string) string {
+	if d != Postgres || !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n, quoted := 0, false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '\'':
+			quoted = !quoted
+			b.WriteByte(c)
+		case c == '?' && !quoted:
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// Now returns the SQL expression for the current timestamp, the same in a
+// TIMESTAMP column of every dialect.
+func (d Dialect) Now() string { return "CURRENT_TIMESTAMP" }
+
+// ForUpdate returns the clause that locks the rows a SELECT reads until the
+// transaction ends (" FOR UPDATE"), or "" for SQLite, whose immediate
+// transactions already hold the database's only write lock.
+func (d Dialect) ForUpdate() string {
+	if d == SQLite {
+		return ""
+	}
+	return " FOR UPDATE"
+}
+
+// RowLocks reports whether the dialect locks single rows (PostgreSQL,
+// MySQL); SQLite locks the whole database per write transaction.
+func (d Dialect) RowLocks() bool { return d != SQLite }
+
+// Upsert returns an INSERT of cols into table (with "?" placeholders in
+// the dialect's form) that, when a row with the same key columns exists,
+// updates the update columns to the inserted values instead, or, when
+// update is empty, leaves the existing row alone and inserts nothing.
+// Names are written into the SQL as they are: pass constants only.
+func (d Dialect) Upsert(table string, cols, key, update []string) string {
+	var b strings.Builder
+	if d == MySQL && len(update) == 0 {
+		b.WriteString("INSERT IGNORE INTO ")
+	} else {
+		b.WriteString("INSERT INTO ")
+	}
+	b.WriteString(table)
+	b.WriteString(" (")
+	b.WriteString(strings.Join(cols, ", "))
+	b.WriteString(") VALUES (")
+	b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))
+	b.WriteString(")")
+	switch {
+	case d == MySQL && len(update) > 0:
+		b.WriteString(" ON DUPLICATE KEY UPDATE ")
+		for i, c := range update {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(c + " = VALUES(" + c + ")")
+		}
+	case d != MySQL:
+		b.WriteString(" ON CONFLICT (" + strings.Join(key, ", ") + ") DO ")
+		if len(update) == 0 {
+			b.WriteString("NOTHING")
+		} else {
+			b.WriteString("UPDATE SET ")
+			for i, c := range update {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(c + " = excluded." + c)
+			}
+		}
+	}
+	return d.Rebind(b.String())
+}
+
+// IsDuplicate reports whether err is a unique or primary-key violation in
+// any of the three databases.
+func IsDuplicate(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "23505"
+	}
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		return my.Number == 1062
+	}
+	var lite *sqlite.Error
+	if errors.As(err, &lite) {
+		// SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE
+		return lite.Code() == 1555 || lite.Code() == 2067
+	}
+	return false
+}

@@ -1,0 +1,183 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+)
+
+// ErrURL is wrapped by every error Open returns for a URL it cannot use; the
+// message names the part of the URL that is wrong.
+var ErrURL = errors.New("sqldb: bad database url")
+
+// DB is an open database and the dialect to speak to it. It embeds *sql.DB,
+// so every database/sql method is available; it is safe for concurrent use.
+type DB struct {
+	*sql.DB
+	// Dialect is the SQL dialect of the database.
+	Dialect Dialect
+	// URL is the URL the database was opened with, password removed; fit
+	// for logs and error messages.
+	URL string
+}
+
+// Open parses rawURL, opens the database it names and checks that it
+// answers within ctx. It does not create tables; see Migrate.
+//
+// SQLite databases are opened in WAL mode with synchronous=FULL (a committed
+// transaction survives power loss: segment and worker rows must never go
+// back), a 10 s busy_timeout for other processes on the same file, and
+// one connection with immediate transactions, so writers in this process
+// queue instead of failing with SQLITE_BUSY.
+func Open(ctx context.Context, rawURL string) (*DB, error) {
+	driver, dsn, d, shown, err := parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	sdb, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqldb: open %s: %w", shown, err)
+	}
+	if d == SQLite {
+		sdb.SetMaxOpenConns(1)
+		sdb.SetMaxIdleConns(1)
+		sdb.SetConnMaxLifetime(0)
+	} else {
+		sdb.SetMaxOpenConns(16)
+		sdb.SetMaxIdleConns(4)
+		sdb.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if err := sdb.PingContext(ctx); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("sqldb: connect %s: %w", shown, err)
+	}
+	return &DB{DB: sdb, Dialect: d, URL: shown}, nil
+}
+
+// Redact returns rawURL with any password replaced by "xxxxx", for logs.
+func Redact(rawURL string) string {
+	if isMySQLDSN(rawURL) {
+		if c, err := mysql.ParseDSN(rawURL); err == nil {
+			if c.Passwd != "" {
+				c.Passwd = "xxxxx"
+			}
+			return c.FormatDSN()
+		}
+		return "(unparsable mysql dsn)"
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}
+
+// isMySQLDSN reports whether s is a go-sql-driver DSN such as
+// "user:pass@tcp(host:3306)/db" rather than a URL.
+func isMySQLDSN(s string) bool {
+	s = strings.TrimPrefix(s, "mysql://")
+	return strings.Contains(s, "@tcp(") || strings.Contains(s, "@unix(") ||
+		strings.HasPrefix(s, "tcp(") || strings.HasPrefix(s, "unix(")
+}
+
+func parse(raw string) (driver, dsn string, d Dialect, shown string, err error) {
+	if raw == "" {
+		return "", "", 0, "", fmt.Errorf("%w: url is empty (want sqlite://, postgres:// or mysql://)", ErrURL)
+	}
+	if isMySQLDSN(raw) {
+		c, err := mysql.ParseDSN(strings.TrimPrefix(raw, "mysql://"))
+		if err != nil {
+			return "", "", 0, "", fmt.Errorf("%w: mysql dsn %s: %v", ErrURL, Redact(raw), err)
+		}
+		return "mysql", mysqlDSN(c), MySQL, Redact(raw), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse quotes the input, password included: do not wrap it.
+		return "", "", 0, "", fmt.Errorf("%w: url does not parse (scheme://...)", ErrURL)
+	}
+	shown = u.Redacted()
+	switch u.Scheme {
+	case "sqlite", "sqlite3":
+		path := u.Host + u.Path // sqlite://rel.db has Host "rel.db"
+		if u.Opaque != "" {
+			path = u.Opaque
+		}
+		if path == "" || path == "/" {
+			return "", "", 0, "", fmt.Errorf("%w: sqlite url %q: path is empty (sqlite:///abs/file.db or sqlite://relative.db)", ErrURL, shown)
+		}
+		if path != ":memory:" {
+			path = filepath.Clean(path)
+		}
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "foreign_keys(1)")
+		q.Set("_txlock", "immediate")
+		q.Set("_time_format", "sqlite")
+		return "sqlite", "file:" + path + "?" + q.Encode(), SQLite, shown, nil
+	case "postgres", "postgresql":
+		if u.Host == "" {
+			return "", "", 0, "", fmt.Errorf("%w: postgres url %q: host is empty", ErrURL, shown)
+		}
+		if strings.Trim(u.Path, "/") == "" {
+			return "", "", 0, "", fmt.Errorf("%w: postgres url %q: database name (path) is empty", ErrURL, shown)
+		}
+		return "pgx", raw, Postgres, shown, nil
+	case "mysql", "mariadb":
+		c := mysql.NewConfig()
+		if u.User != nil {
+			c.User = u.User.Username()
+			c.Passwd, _ = u.User.Password()
+		}
+		if u.Host == "" {
+			return "", "", 0, "", fmt.Errorf("%w: mysql url %q: host is empty", ErrURL, shown)
+		}
+		c.Net = "tcp"
+		c.Addr = u.Host
+		if _, _, err := net.SplitHostPort(u.Host); err != nil {
+			c.Addr = net.JoinHostPort(u.Hostname(), "3306")
+		}
+		c.DBName = strings.Trim(u.Path, "/")
+		if c.DBName == "" {
+			return "", "", 0, "", fmt.Errorf("%w: mysql url %q: database name (path) is empty", ErrURL, shown)
+		}
+		// Pass the query through go-sql-driver's own parser, so its
+		// options (tls, timeout, ...) are validated where they are known.
+		if u.RawQuery != "" {
+			probe, err := mysql.ParseDSN("/x?" + u.RawQuery)
+			if err != nil {
+				return "", "", 0, "", fmt.Errorf("%w: mysql url %q: query: %v", ErrURL, shown, err)
+			}
+			addr, netw, user, pass, db := c.Addr, c.Net, c.User, c.Passwd, c.DBName
+			c = probe
+			c.Addr, c.Net, c.User, c.Passwd, c.DBName = addr, netw, user, pass, db
+		}
+		return "mysql", mysqlDSN(c), MySQL, shown, nil
+	case "":
+		return "", "", 0, "", fmt.Errorf("%w: scheme is missing (want sqlite://, postgres:// or mysql://)", ErrURL)
+	default:
+		return "", "", 0, "", fmt.Errorf("%w: scheme %q is not one of sqlite, postgres, mysql", ErrURL, u.Scheme)
+	}
+}
+
+// mysqlDSN sets the options idmint relies on: parseTime (update_time scans
+// into time.Time) and UTC, then formats the DSN.
+func mysqlDSN(c *mysql.Config) string {
+	c.ParseTime = true
+	if c.Loc == nil {
+		c.Loc = time.UTC
+	}
+	return c.FormatDSN()
+}

@@ -1,0 +1,1 @@
+INSERT INTO things (name, n) VALUES ('two', 22);
