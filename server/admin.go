@@ -107,7 +107,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) int {
 	field := "body"
 	var ute *json.UnmarshalTypeError
 	if errors.As(err, &ute) && ute.Field != "" {
-		field = ute.Field
+		field = strings.TrimPrefix(ute.Field, "KeyConfig.")
 	}
 	if strings.HasPrefix(err.Error(), "json: unknown field ") {
 		field = strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)

@@ -1,0 +1,485 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idmint/idmint/clock"
+)
+
+const adminTok = "admin-token-0123456789"
+const keyTok = "order-token-0123456789"
+
+type fixture struct {
+	s   *Server
+	h   http.Handler
+	adm http.Handler
+	cs  *counters
+	clk *clock.Fake
+}
+
+func newFixture(t *testing.T, mutate func(*Config)) *fixture {
+	t.Helper()
+	reg, cs := testRegistry()
+	cfg := &Config{DataDir: t.TempDir(), Keys: map[string]KeyConfig{
+		"order":     {Strategy: "counter"},
+		"snowflake": {Strategy: "snowflake"},
+		"note":      {Strategy: "text"},
+		"secret":    {Strategy: "counter", Tokens: []string{keyTok}},
+		"slow":      {Strategy: "counter", RateLimit: 2},
+	}}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	cfg.SetDefaults()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := New(context.Background(), Options{Config: cfg, Registry: reg, Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), KeyStore: &FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return &fixture{s: s, h: s.Handler(), adm: s.AdminHandler(), cs: cs, clk: clk}
+}
+
+type req struct {
+	method, target, body string
+	hdr                  map[string]string
+	remote               string
+}
+
+func do(h http.Handler, r req) *httptest.ResponseRecorder {
+	if r.method == "" {
+		r.method = http.MethodGet
+	}
+	var body io.Reader
+	if r.body != "" {
+		body = strings.NewReader(r.body)
+	}
+	hr := httptest.NewRequest(r.method, r.target, body)
+	hr.RemoteAddr = "127.0.0.1:40000"
+	if r.remote != "" {
+		hr.RemoteAddr = r.remote
+	}
+	for k, v := range r.hdr {
+		hr.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, hr)
+	return w
+}
+
+type errBody struct {
+	Error struct {
+		Code, Message, Field string
+	} `json:"error"`
+}
+
+// wantError checks status, the error body's code and field.
+func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code, field string) errBody {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	var e errBody
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+		t.Fatalf("error body is not JSON: %v: %s", err, w.Body)
+	}
+	if e.Error.Code != code || e.Error.Field != field {
+		t.Fatalf("error = %+v, want code %q field %q", e.Error, code, field)
+	}
+	if e.Error.Message == "" {
+		t.Fatal("empty error message")
+	}
+	return e
+}
+
+func bearerHdr(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+
+func TestLeafSegment(t *testing.T) {
+	f := newFixture(t, nil)
+	for i, want := range []string{"1", "2", "3"} {
+		w := do(f.h, req{target: "/api/segment/get/order"})
+		if w.Code != 200 || w.Body.String() != want {
+			t.Fatalf("call %d: %d %q, want 200 %q", i, w.Code, w.Body, want)
+		}
+		if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			t.Fatalf("Content-Type %q", ct)
+		}
+	}
+	// Leaf answers an unknown key with a 500 and Result{id=-2, ...}.
+	w := do(f.h, req{target: "/api/segment/get/nosuch"})
+	if w.Code != 500 || !strings.Contains(w.Body.String(), `"message":"Result{id=-2, status=EXCEPTION}"`) {
+		t.Fatalf("unknown key: %d %s", w.Code, w.Body)
+	}
+	f.cs.get("order").fail.Store(true)
+	w = do(f.h, req{target: "/api/segment/get/order"})
+	if w.Code != 500 || !strings.Contains(w.Body.String(), "Result{id=-3, status=EXCEPTION}") {
+		t.Fatalf("refusal: %d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{method: "PUT", target: "/api/segment/get/order"}), 405, CodeMethodNotAllowed, "method")
+	wantError(t, do(f.h, req{target: "/api/segment/get/secret"}), 401, CodeUnauthorized, "Authorization")
+	wantError(t, do(f.h, req{target: "/api/segment/get/secret", hdr: bearerHdr("wrong-token-0123456789")}), 403, CodeForbidden, "Authorization")
+	if w := do(f.h, req{target: "/api/segment/get/secret", hdr: bearerHdr(keyTok)}); w.Code != 200 || w.Body.String() != "1" {
+		t.Fatalf("with token: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestLeafSnowflake(t *testing.T) {
+	f := newFixture(t, nil)
+	// Leaf's snowflake endpoint ignores the key: an unknown one is served
+	// by leaf_snowflake_key.
+	a := do(f.h, req{target: "/api/snowflake/get/anything"})
+	b := do(f.h, req{target: "/api/snowflake/get/snowflake"})
+	if a.Code != 200 || b.Code != 200 || a.Body.String() != "1" || b.Body.String() != "2" {
+		t.Fatalf("%d %s / %d %s", a.Code, a.Body, b.Code, b.Body)
+	}
+	f.cs.get("snowflake").fail.Store(true)
+	w := do(f.h, req{target: "/api/snowflake/get/x"})
+	if w.Code != 500 || !strings.Contains(w.Body.String(), "Result{id=-1, status=EXCEPTION}") {
+		t.Fatalf("refusal: %d %s", w.Code, w.Body)
+	}
+	g := newFixture(t, func(c *Config) { delete(c.Keys, "snowflake") })
+	if w := do(g.h, req{target: "/api/snowflake/get/x"}); w.Code != 500 {
+		t.Fatalf("no snowflake key: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestLeafDecode(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Keys["snowflake"] = KeyConfig{Strategy: "text"} })
+	// A Twitter-layout ID: time 1000 ms after the epoch, worker 5, seq 7.
+	id := int64(1000)<<22 | 5<<12 | 7
+	w := do(f.h, req{target: "/decodeSnowflakeId?snowflakeId=" + itoa(id)})
+	var m map[string]string
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || w.Code != 200 {
+		t.Fatalf("%d %s %v", w.Code, w.Body, err)
+	}
+	if m["workerId"] != "5" || m["sequenceId"] != "7" || !strings.HasPrefix(m["timestamp"], "1288834975657(") {
+		t.Fatalf("decoded %v", m)
+	}
+	w = do(f.h, req{target: "/decodeSnowflakeId?snowflakeId=abc"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "errorMsg") {
+		t.Fatalf("bad id: %d %s", w.Code, w.Body)
+	}
+	if w := do(f.h, req{target: "/decodeSnowflakeId"}); w.Code != 400 {
+		t.Fatalf("missing: %d %s", w.Code, w.Body)
+	}
+	// With a decoding snowflake key, its decoder is used.
+	g := newFixture(t, nil)
+	w = do(g.h, req{target: "/decodeSnowflakeId?snowflakeId=12"})
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m["workerId"] != "5" || m["sequenceId"] != "12" {
+		t.Fatalf("key decoder: %s", w.Body)
+	}
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestMonitorViews(t *testing.T) {
+	f := newFixture(t, nil)
+	do(f.h, req{target: "/api/segment/get/order"})
+	w := do(f.h, req{target: "/cache"})
+	var cache map[string]CacheView
+	if err := json.Unmarshal(w.Body.Bytes(), &cache); err != nil || w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if c := cache["order"]; c.Value0 != 1 || !c.InitOk || c.Key != "order" {
+		t.Fatalf("cache[order] = %+v", c)
+	}
+	if _, ok := cache["note"]; ok {
+		t.Fatal("a text key has no cache view")
+	}
+	w = do(f.h, req{target: "/db"})
+	var rows []StoreRow
+	if err := json.Unmarshal(w.Body.Bytes(), &rows); err != nil || w.Code != 200 || len(rows) != 4 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{target: "/cache", remote: "192.0.2.7:5000"}), 403, CodeForbidden, "Authorization")
+	f.cs.get("order").fail.Store(true)
+	wantError(t, do(f.h, req{target: "/db"}), 503, CodeUnavailable, "")
+	wantError(t, do(f.h, req{method: "POST", target: "/cache"}), 405, CodeMethodNotAllowed, "method")
+
+	g := newFixture(t, func(c *Config) { c.AdminToken = adminTok })
+	wantError(t, do(g.h, req{target: "/cache"}), 401, CodeUnauthorized, "Authorization")
+	wantError(t, do(g.h, req{target: "/db", hdr: bearerHdr("x-wrong-token-xxxxxxx")}), 403, CodeForbidden, "Authorization")
+	if w := do(g.h, req{target: "/db", remote: "192.0.2.7:5000", hdr: bearerHdr(adminTok)}); w.Code != 200 {
+		t.Fatalf("admin token: %d %s", w.Code, w.Body)
+	}
+}
+
+type idsBody struct {
+	Key, Strategy string
+	IDs           []string `json:"ids"`
+}
+
+func TestIDs(t *testing.T) {
+	f := newFixture(t, nil)
+	w := do(f.h, req{target: "/v1/keys/order/ids?count=3"})
+	var b idsBody
+	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil || w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if b.Key != "order" || b.Strategy != "counter" || strings.Join(b.IDs, ",") != "1,2,3" {
+		t.Fatalf("%+v", b)
+	}
+	// IDs are JSON strings.
+	if !strings.Contains(w.Body.String(), `"ids":["1","2","3"]`) {
+		t.Fatalf("ids not strings: %s", w.Body)
+	}
+	w = do(f.h, req{method: "POST", target: "/v1/keys/note/ids?count=2"})
+	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil || strings.Join(b.IDs, ",") != "T-1,T-2" {
+		t.Fatalf("text: %d %s", w.Code, w.Body)
+	}
+	if w := do(f.h, req{target: "/v1/keys/order/ids"}); !strings.Contains(w.Body.String(), `"ids":["4"]`) {
+		t.Fatalf("default count: %s", w.Body)
+	}
+	for _, q := range []string{"count=0", "count=-1", "count=abc", "count=10001", "count=1&count=2", "count=", "count=99999999999", "count=1e3", "count=%zz"} {
+		wantError(t, do(f.h, req{target: "/v1/keys/order/ids?" + q}), 400, CodeBadCount, "count")
+	}
+	wantError(t, do(f.h, req{target: "/v1/keys/nosuch/ids"}), 404, CodeUnknownKey, "key")
+	wantError(t, do(f.h, req{target: "/v1/keys/%FF%FE/ids"}), 400, CodeBadKey, "key")
+	wantError(t, do(f.h, req{target: "/v1/keys/a%20b/ids"}), 400, CodeBadKey, "key")
+	wantError(t, do(f.h, req{target: "/v1/keys/" + strings.Repeat("k", 200) + "/ids"}), 400, CodeBadKey, "key")
+	wantError(t, do(f.h, req{method: "DELETE", target: "/v1/keys/order/ids"}), 405, CodeMethodNotAllowed, "method")
+	wantError(t, do(f.h, req{target: "/v1/keys/secret/ids"}), 401, CodeUnauthorized, "Authorization")
+	wantError(t, do(f.h, req{target: "/v1/keys/secret/ids", hdr: bearerHdr("nope-nope-nope-nope")}), 403, CodeForbidden, "Authorization")
+	if w := do(f.h, req{target: "/v1/keys/secret/ids", hdr: map[string]string{"Authorization": "bearer " + keyTok}}); w.Code != 200 {
+		t.Fatalf("lower-case scheme: %d %s", w.Code, w.Body)
+	}
+	f.cs.get("order").fail.Store(true)
+	w = do(f.h, req{target: "/v1/keys/order/ids"})
+	wantError(t, w, 503, CodeUnavailable, "")
+	if w.Header().Get("Retry-After") != "3" {
+		t.Fatalf("Retry-After = %q", w.Header().Get("Retry-After"))
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	f := newFixture(t, nil)
+	for i := 0; i < 2; i++ {
+		if w := do(f.h, req{target: "/v1/keys/slow/ids"}); w.Code != 200 {
+			t.Fatalf("call %d: %d", i, w.Code)
+		}
+	}
+	w := do(f.h, req{target: "/v1/keys/slow/ids"})
+	wantError(t, w, 429, CodeRateLimited, "key")
+	if w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("Retry-After %q", w.Header().Get("Retry-After"))
+	}
+	if w := do(f.h, req{target: "/api/segment/get/slow"}); w.Code != 429 {
+		t.Fatalf("leaf: %d", w.Code)
+	}
+	f.clk.Advance(time.Second)
+	if w := do(f.h, req{target: "/v1/keys/slow/ids"}); w.Code != 200 {
+		t.Fatalf("after a second: %d", w.Code)
+	}
+}
+
+func TestRange(t *testing.T) {
+	f := newFixture(t, nil)
+	do(f.h, req{target: "/v1/keys/order/ids?count=5"})
+	w := do(f.h, req{target: "/v1/keys/order/range?count=100"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"first":"6","last":"105","count":100`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{target: "/v1/keys/note/range?count=2"}), 400, CodeUnsupported, "key")
+	wantError(t, do(f.h, req{target: "/v1/keys/order/range?count=x"}), 400, CodeBadCount, "count")
+	wantError(t, do(f.h, req{target: "/v1/keys/nosuch/range"}), 404, CodeUnknownKey, "key")
+	wantError(t, do(f.h, req{method: "PUT", target: "/v1/keys/order/range"}), 405, CodeMethodNotAllowed, "method")
+	f.cs.get("order").fail.Store(true)
+	wantError(t, do(f.h, req{target: "/v1/keys/order/range"}), 503, CodeUnavailable, "")
+}
+
+func TestSnowflakeRoute(t *testing.T) {
+	f := newFixture(t, nil)
+	if w := do(f.h, req{target: "/v1/snowflake/snowflake?count=2"}); w.Code != 200 || !strings.Contains(w.Body.String(), `["1","2"]`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{target: "/v1/snowflake/order"}), 400, CodeUnsupported, "key")
+	wantError(t, do(f.h, req{target: "/v1/snowflake/nosuch"}), 404, CodeUnknownKey, "key")
+}
+
+func TestDecode(t *testing.T) {
+	f := newFixture(t, nil)
+	w := do(f.h, req{target: "/v1/decode/42?layout=plain"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"sequence":42`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	w = do(f.h, req{target: "/v1/decode/10?key=order"})
+	var d decodedJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil || d.Node != 3 || d.UnixMs != "1700000000010" || d.Layout != "counter" {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if w := do(f.h, req{target: "/v1/decode/10"}); w.Code != 200 {
+		t.Fatalf("default key: %d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{target: "/v1/decode/42?layout=nope"}), 400, CodeBadLayout, "layout")
+	wantError(t, do(f.h, req{target: "/v1/decode/42?layout=plain&key=order"}), 400, CodeBadLayout, "layout")
+	wantError(t, do(f.h, req{target: "/v1/decode/x?layout=plain"}), 400, CodeBadID, "id")
+	wantError(t, do(f.h, req{target: "/v1/decode/-5?key=order"}), 400, CodeBadID, "id")
+	wantError(t, do(f.h, req{target: "/v1/decode/5?key=note"}), 400, CodeUnsupported, "key")
+	wantError(t, do(f.h, req{target: "/v1/decode/5?key=nosuch"}), 404, CodeUnknownKey, "key")
+	wantError(t, do(f.h, req{method: "POST", target: "/v1/decode/5"}), 405, CodeMethodNotAllowed, "method")
+}
+
+func TestKeyAdmin(t *testing.T) {
+	f := newFixture(t, nil)
+	create := func(body string) *httptest.ResponseRecorder {
+		return do(f.h, req{method: "POST", target: "/v1/keys", body: body})
+	}
+	w := create(`{"name":"invoice","strategy":"counter","step":500,"tokens":["invoice-token-0123456"]}`)
+	if w.Code != 201 || w.Header().Get("Location") != "/v1/keys/invoice" || strings.Contains(w.Body.String(), "invoice-token") {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	wantError(t, create(`{"name":"invoice","strategy":"counter"}`), 409, CodeConflict, "name")
+	wantError(t, create(`{"name":"-x","strategy":"counter"}`), 400, CodeBadKey, "name")
+	wantError(t, create(`{"name":"y","strategy":"nope"}`), 400, "bad_strategy", "strategy")
+	wantError(t, create(`{"name":"y","strategy":"counter","options":{"bad":"1"}}`), 400, "bad_options", "options.bad")
+	wantError(t, create(`{"name":"y","strategy":"counter","store":"elsewhere"}`), 400, "bad_store", "store")
+	wantError(t, create(`{"name":"y","strategy":"counter","tokens":["short"]}`), 400, "bad_tokens", "tokens[0]")
+	wantError(t, create(`{"name":"y","strategy":"counter","options":{"broken":"yes"}}`), 503, CodeUnavailable, "")
+	wantError(t, create(`{"name":"y",`), 400, CodeBadBody, "body")
+	wantError(t, create(`{"name":"y","strategy":"counter"} {}`), 400, CodeBadBody, "body")
+	wantError(t, create(`{"name":"y","colour":"red"}`), 400, CodeBadBody, "colour")
+	wantError(t, create(`{"name":"y","step":"big"}`), 400, CodeBadBody, "step")
+	wantError(t, create(`{"name":"`+strings.Repeat("y", 70000)+`"}`), 413, CodeBodyTooLarge, "body")
+	wantError(t, do(f.h, req{method: "PUT", target: "/v1/keys"}), 405, CodeMethodNotAllowed, "method")
+
+	// The new key serves IDs, with its token.
+	wantError(t, do(f.h, req{target: "/v1/keys/invoice/ids"}), 401, CodeUnauthorized, "Authorization")
+	if w := do(f.h, req{target: "/v1/keys/invoice/ids", hdr: bearerHdr("invoice-token-0123456")}); w.Code != 200 {
+		t.Fatalf("new key: %d %s", w.Code, w.Body)
+	}
+
+	w = do(f.h, req{target: "/v1/keys"})
+	var list struct{ Keys []keyView }
+	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || len(list.Keys) != 6 || list.Keys[0].Name != "invoice" || list.Keys[0].Source != "api" || !list.Keys[0].Auth {
+		t.Fatalf("list: %d %s", w.Code, w.Body)
+	}
+	w = do(f.h, req{target: "/v1/keys/order"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"source":"config"`) {
+		t.Fatalf("get: %d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{target: "/v1/keys/nosuch"}), 404, CodeUnknownKey, "key")
+	wantError(t, do(f.h, req{target: "/v1/keys/%FF"}), 400, CodeBadKey, "key")
+
+	w = do(f.h, req{method: "PATCH", target: "/v1/keys/invoice", body: `{"step":2000}`})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"step":2000`) {
+		t.Fatalf("patch: %d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{method: "PATCH", target: "/v1/keys/invoice", body: `{"step":0}`}), 400, CodeBadStep, "step")
+	wantError(t, do(f.h, req{method: "PATCH", target: "/v1/keys/invoice", body: `{}`}), 400, CodeBadStep, "step")
+	wantError(t, do(f.h, req{method: "PATCH", target: "/v1/keys/invoice", body: `{"step":13}`}), 400, CodeBadStep, "step")
+	wantError(t, do(f.h, req{method: "PATCH", target: "/v1/keys/note", body: `{"step":10}`}), 400, CodeUnsupported, "step")
+	wantError(t, do(f.h, req{method: "PATCH", target: "/v1/keys/nosuch", body: `{"step":10}`}), 404, CodeUnknownKey, "key")
+
+	// Restart on the same data: the API-created key and its step survive.
+	reg, _ := testRegistry()
+	s2, err := New(context.Background(), Options{Config: f.s.cfg, Registry: reg, Clock: f.clk, KeyStore: f.s.keystore,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = do(s2.Handler(), req{target: "/v1/keys/invoice"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"step":2000`) {
+		t.Fatalf("after restart: %d %s", w.Code, w.Body)
+	}
+	s2.Close(context.Background())
+
+	wantError(t, do(f.h, req{method: "DELETE", target: "/v1/keys/order"}), 409, CodeConflict, "key")
+	if w := do(f.h, req{method: "DELETE", target: "/v1/keys/invoice"}); w.Code != 204 {
+		t.Fatalf("delete: %d %s", w.Code, w.Body)
+	}
+	wantError(t, do(f.h, req{method: "DELETE", target: "/v1/keys/invoice"}), 404, CodeUnknownKey, "key")
+	wantError(t, do(f.h, req{target: "/v1/keys/invoice/ids"}), 404, CodeUnknownKey, "key")
+
+	// Admin needs loopback without an admin token, the token with one.
+	wantError(t, do(f.h, req{target: "/v1/keys", remote: "192.0.2.1:9"}), 403, CodeForbidden, "Authorization")
+	g := newFixture(t, func(c *Config) { c.AdminToken = adminTok })
+	wantError(t, do(g.h, req{target: "/v1/keys"}), 401, CodeUnauthorized, "Authorization")
+	wantError(t, do(g.h, req{method: "DELETE", target: "/v1/keys/x", hdr: bearerHdr("not-the-admin-token!")}), 403, CodeForbidden, "Authorization")
+	if w := do(g.h, req{target: "/v1/keys", remote: "192.0.2.1:9", hdr: bearerHdr(adminTok)}); w.Code != 200 {
+		t.Fatalf("admin token: %d", w.Code)
+	}
+}
+
+func TestOps(t *testing.T) {
+	f := newFixture(t, nil)
+	if w := do(f.h, req{target: "/healthz"}); w.Code != 200 {
+		t.Fatal(w.Code)
+	}
+	if w := do(f.h, req{target: "/readyz"}); w.Code != 200 {
+		t.Fatal(w.Code, w.Body)
+	}
+	f.cs.get("order").unrdy.Store(true)
+	w := do(f.h, req{target: "/readyz"})
+	wantError(t, w, 503, CodeUnavailable, "")
+	if w.Header().Get("Retry-After") == "" {
+		t.Fatal("no Retry-After")
+	}
+	do(f.h, req{target: "/v1/keys/order/ids?count=3"})
+	do(f.h, req{target: "/api/segment/get/order"})
+	w = do(f.h, req{target: "/metrics"})
+	for _, want := range []string{
+		`idmint_ids_issued_total{key="order",strategy="counter"} 4`,
+		`idmint_segment_step{key="order",strategy="counter"} 1000`,
+		`idmint_http_request_duration_seconds_count{route="ids"} 1`,
+		`idmint_http_requests_total{code="2xx",route="leaf_segment"} 1`,
+		`idmint_ready 0`,
+		`idmint_keys 5`,
+	} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	wantError(t, do(f.h, req{target: "/nosuch/path"}), 404, CodeNotFound, "path")
+	wantError(t, do(f.h, req{target: "/debug/pprof/"}), 404, CodeNotFound, "path")
+	if w := do(f.adm, req{target: "/debug/pprof/"}); w.Code != 200 {
+		t.Fatalf("pprof on admin: %d", w.Code)
+	}
+	wantError(t, do(f.adm, req{target: "/debug/pprof/", remote: "192.0.2.1:1"}), 403, CodeForbidden, "Authorization")
+	wantError(t, do(f.h, req{method: "POST", target: "/healthz"}), 405, CodeMethodNotAllowed, "method")
+}
+
+func TestNewFailsOnBrokenKey(t *testing.T) {
+	reg, cs := testRegistry()
+	cfg := &Config{DataDir: t.TempDir(), Keys: map[string]KeyConfig{
+		"a": {Strategy: "counter"},
+		"b": {Strategy: "counter", Options: map[string]string{"broken": "yes"}},
+	}}
+	cfg.SetDefaults()
+	_, err := New(context.Background(), Options{Config: cfg, Registry: reg})
+	if err == nil || !strings.Contains(err.Error(), `key "b"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if !cs.get("a").closed.Load() {
+		t.Fatal("the key built before the failure was not closed")
+	}
+	if _, err := New(context.Background(), Options{Config: cfg}); err == nil {
+		t.Fatal("New without a registry succeeded")
+	}
+}
+
+func TestCloseClosesIssuers(t *testing.T) {
+	f := newFixture(t, nil)
+	if err := f.s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !f.cs.get("order").closed.Load() {
+		t.Fatal("issuer not closed")
+	}
+	if err := f.s.Close(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+	if w := do(f.h, req{target: "/readyz"}); w.Code != 503 {
+		t.Fatalf("readyz after close: %d", w.Code)
+	}
+}
