@@ -1,0 +1,202 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// fileState is the on-disk record of the file assigner, one JSON object.
+type fileState struct {
+	WorkerID   int64     `json:"worker_id"`
+	Generation int64     `json:"generation"`
+	Holder     string    `json:"holder"`
+	Since      time.Time `json:"since"`
+	Horizon    time.Time `json:"horizon"` // highest time the holder may have stamped
+}
+
+// fileAssigner keeps the worker ID and its horizon in one file, like Leaf's
+// local workerID.properties cache but with the horizon beside the ID. An
+// exclusive flock on path+".lock" keeps a second process on the same
+// machine from sharing it.
+type fileAssigner struct {
+	s      settings
+	path   string
+	initID int64
+
+	mu   sync.Mutex
+	lock *os.File // non-nil while a lease is open
+}
+
+// NewFile returns an Assigner that keeps its worker ID in the file at path
+// (created with its directory on first use, holding initialID), reuses it on
+// every restart and records the horizon in the same file, fsync'd before
+// Extend returns. Acquire fails with ErrHeld while another process (or
+// another lease in this one) holds the file, and with a *RangeError when
+// the stored ID does not fit the layout.
+func NewFile(path string, initialID int64, opts ...Option) (Assigner, error) {
+	s, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: file path is empty (file:///var/lib/idmint/worker)", ErrBadURL)
+	}
+	if initialID < 0 {
+		return nil, fmt.Errorf("%w: file initial id %d is negative", ErrBadURL, initialID)
+	}
+	return &fileAssigner{s: s, path: filepath.Clean(path), initID: initialID}, nil
+}
+
+func (f *fileAssigner) Acquire(ctx context.Context, max int64) (*Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lock != nil {
+		return nil, fmt.Errorf("%w: %s is already leased in this process", ErrHeld, f.path)
+	}
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+		return nil, fmt.Errorf("worker: file: %w", err)
+	}
+	lk, err := os.OpenFile(f.path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("worker: file: %w", err)
+	}
+	if err := syscall.Flock(int(lk.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lk.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is locked by another process", ErrHeld, f.path)
+		}
+		return nil, fmt.Errorf("worker: file: lock %s: %w", f.path, err)
+	}
+	st, err := readFileState(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		st, err = fileState{WorkerID: f.initID}, nil
+	}
+	if err == nil {
+		err = checkRange(st.WorkerID, max, "file "+f.path)
+	}
+	if err != nil {
+		lk.Close()
+		return nil, err
+	}
+	st.Generation++
+	st.Holder = f.s.holder
+	st.Since = f.s.clock.Now()
+	if err := writeFileState(f.path, st); err != nil {
+		lk.Close()
+		return nil, err
+	}
+	f.lock = lk
+	return newLease(f.s, st.WorkerID, st.Generation, st.Horizon, &fileBackend{f: f, st: st}, 0, false), nil
+}
+
+func (f *fileAssigner) List(ctx context.Context) ([]Holder, error) {
+	st, err := readFileState(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	live := false
+	if lk, err := os.OpenFile(f.path+".lock", os.O_RDWR, 0); err == nil {
+		if syscall.Flock(int(lk.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			live = true
+		}
+		lk.Close() // closing drops a lock we took just to test
+	}
+	f.mu.Lock()
+	live = live || f.lock != nil
+	f.mu.Unlock()
+	return []Holder{{ID: st.WorkerID, Generation: st.Generation, Holder: st.Holder, Since: st.Since, Horizon: st.Horizon, Live: live}}, nil
+}
+
+func (f *fileAssigner) Close() error { return nil }
+
+type fileBackend struct {
+	f  *fileAssigner
+	mu sync.Mutex
+	st fileState
+}
+
+func (b *fileBackend) keepalive(context.Context) error { return nil }
+
+func (b *fileBackend) store(_ context.Context, until time.Time) (time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.st
+	st.Horizon = until.UTC()
+	if err := writeFileState(b.f.path, st); err != nil {
+		return time.Time{}, err
+	}
+	b.st = st
+	return st.Horizon, nil
+}
+
+func (b *fileBackend) release(context.Context) error {
+	b.f.mu.Lock()
+	defer b.f.mu.Unlock()
+	if b.f.lock == nil {
+		return nil
+	}
+	err := b.f.lock.Close()
+	b.f.lock = nil
+	return err
+}
+
+func readFileState(path string) (fileState, error) {
+	var st fileState
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("worker: file %s is corrupt (%v); it holds the worker id and horizon, restore it or remove it to start afresh", path, err)
+	}
+	if st.WorkerID < 0 || st.Generation < 0 {
+		return st, fmt.Errorf("worker: file %s is corrupt: worker_id %d, generation %d", path, st.WorkerID, st.Generation)
+	}
+	return st, nil
+}
+
+// writeFileState replaces path atomically and durably: write a temporary
+// file, fsync it, rename it over path, fsync the directory.
+func writeFileState(path string, st fileState) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("worker: file: %w", err)
+	}
+	tmp := path + ".tmp"
+	w, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("worker: file: %w", err)
+	}
+	_, err = w.Write(append(data, '\n'))
+	if err == nil {
+		err = w.Sync()
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(path)); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("worker: file: write %s: %w", path, err)
+	}
+	return nil
+}

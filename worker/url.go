@@ -1,0 +1,191 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Open returns the Assigner a coordinator URL names, connecting within the
+// configured timeout:
+//
+//	static://3                                  worker ID 3
+//	file:///var/lib/idmint/worker?id=0          kept in that file (id: first use only)
+//	etcd://h1:2379,h2:2379/idmint?name=app      keys under /idmint/app/
+//	zk://h1:2181,h2:2181/snowflake/app?endpoint=10.0.0.7:8080
+//	sqlite:///var/lib/idmint/ids.db             the WORKER_NODE table
+//	postgres://user@host/db   mysql://user@tcp(host:3306)/db
+//	ip://  ip://10.0.0.7                        low 16 bits of the (private) IPv4
+//	mac:// mac://02:00:00:00:00:01              the 48-bit MAC
+//
+// Every URL also takes ttl, margin and timeout (Go durations) and holder,
+// which override opts. A malformed URL fails with an error wrapping
+// ErrBadURL that names the field and the value; an unreachable coordinator
+// fails within the timeout.
+func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok || scheme == "" {
+		return nil, fmt.Errorf("%w: %q has no scheme (want static://, file://, etcd://, zk://, sqlite://, postgres://, mysql://, ip:// or mac://)", ErrBadURL, rawURL)
+	}
+	scheme = strings.ToLower(scheme)
+	switch scheme {
+	case "ip", "mac":
+		// Not URLs url.Parse accepts ("mac://02:00:..." has no valid port).
+		addr, query, _ := strings.Cut(rest, "?")
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s url query %q: %v", ErrBadURL, scheme, query, err)
+		}
+		opts, err = queryOptions(scheme, q, opts, nil)
+		if err != nil {
+			return nil, err
+		}
+		addr = strings.TrimSuffix(addr, "/")
+		if scheme == "ip" {
+			var ip net.IP
+			if addr != "" {
+				if ip = net.ParseIP(addr); ip == nil || ip.To4() == nil {
+					return nil, fmt.Errorf("%w: ip url: address %q is not an IPv4 address", ErrBadURL, addr)
+				}
+			}
+			return NewIP(ip, opts...)
+		}
+		var mac net.HardwareAddr
+		if addr != "" {
+			m, err := net.ParseMAC(addr)
+			if err != nil || len(m) != 6 {
+				return nil, fmt.Errorf("%w: mac url: address %q is not a 48-bit MAC", ErrBadURL, addr)
+			}
+			mac = m
+		}
+		return NewMAC(mac, opts...)
+	case "sqlite", "sqlite3", "postgres", "postgresql", "mysql":
+		return openSQL(ctx, rawURL, opts)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s url %q does not parse: %v", ErrBadURL, scheme, rawURL, err)
+	}
+	q := u.Query()
+	switch scheme {
+	case "static":
+		opts, err = queryOptions(scheme, q, opts, nil)
+		if err != nil {
+			return nil, err
+		}
+		id, err := strconv.ParseInt(u.Host+strings.TrimSuffix(u.Path, "/"), 10, 64)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("%w: static url: worker id %q is not a non-negative integer (static://3)", ErrBadURL, u.Host+u.Path)
+		}
+		return NewStatic(id, opts...)
+	case "file":
+		opts, err = queryOptions(scheme, q, opts, []string{"id"})
+		if err != nil {
+			return nil, err
+		}
+		if u.Host != "" {
+			return nil, fmt.Errorf("%w: file url: host %q given; want file:///absolute/path", ErrBadURL, u.Host)
+		}
+		id := int64(0)
+		if v := q.Get("id"); v != "" {
+			if id, err = strconv.ParseInt(v, 10, 64); err != nil || id < 0 {
+				return nil, fmt.Errorf("%w: file url: id %q is not a non-negative integer", ErrBadURL, v)
+			}
+		}
+		return NewFile(u.Path, id, opts...)
+	case "etcd":
+		opts, err = queryOptions(scheme, q, opts, []string{"name"})
+		if err != nil {
+			return nil, err
+		}
+		eps, err := hosts(scheme, u.Host, 2379)
+		if err != nil {
+			return nil, err
+		}
+		prefix := strings.TrimSuffix(u.Path, "/")
+		if prefix == "" {
+			prefix = "/idmint"
+		}
+		name := q.Get("name")
+		if name == "" {
+			name = "default"
+		}
+		if strings.ContainsAny(name, "/ ") {
+			return nil, fmt.Errorf("%w: etcd url: name %q must not contain '/' or spaces", ErrBadURL, name)
+		}
+		return NewEtcd(ctx, eps, prefix+"/"+name+"/", opts...)
+	case "zk", "zookeeper":
+		opts, err = queryOptions(scheme, q, opts, []string{"endpoint"})
+		if err != nil {
+			return nil, err
+		}
+		eps, err := hosts(scheme, u.Host, 2181)
+		if err != nil {
+			return nil, err
+		}
+		root := strings.TrimSuffix(u.Path, "/")
+		if root == "" {
+			return nil, fmt.Errorf("%w: zk url: path is empty; want zk://host:2181/snowflake/{name} (Leaf's layout)", ErrBadURL)
+		}
+		return NewZooKeeper(ctx, eps, root, q.Get("endpoint"), opts...)
+	}
+	return nil, fmt.Errorf("%w: scheme %q is not one of static, file, etcd, zk, sqlite, postgres, mysql, ip, mac", ErrBadURL, scheme)
+}
+
+// hosts splits "h1:p1,h2" into host:port endpoints.
+func hosts(scheme, list string, defPort int) ([]string, error) {
+	if list == "" {
+		return nil, fmt.Errorf("%w: %s url: host is empty; want %s://host:%d", ErrBadURL, scheme, scheme, defPort)
+	}
+	var out []string
+	for _, h := range strings.Split(list, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, strconv.Itoa(defPort)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 || host == "" {
+			return nil, fmt.Errorf("%w: %s url: host %q is not host:port", ErrBadURL, scheme, h)
+		}
+		out = append(out, net.JoinHostPort(host, port))
+	}
+	return out, nil
+}
+
+// queryOptions turns the common query parameters into Options appended to
+// opts, and rejects parameters neither common nor in extra.
+func queryOptions(scheme string, q url.Values, opts []Option, extra []string) ([]Option, error) {
+	out := append([]Option(nil), opts...)
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "ttl", "margin", "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%w: %s url: %s %q is not a positive duration such as 3s", ErrBadURL, scheme, k, v)
+			}
+			out = append(out, map[string]func(time.Duration) Option{"ttl": WithTTL, "margin": WithMargin, "timeout": WithTimeout}[k](d))
+		case "holder":
+			out = append(out, WithHolder(v))
+		default:
+			known := false
+			for _, e := range extra {
+				known = known || e == k
+			}
+			if !known {
+				return nil, fmt.Errorf("%w: %s url: unknown parameter %q (want ttl, margin, timeout, holder%s)", ErrBadURL, scheme, k, extraList(extra))
+			}
+		}
+	}
+	return out, nil
+}
+
+func extraList(extra []string) string {
+	if len(extra) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(extra, ", ")
+}

@@ -1,0 +1,391 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// zkAssigner grants worker IDs the way Meituan Leaf's snowflake mode does
+// (leaf-core SnowflakeZookeeperHolder, github.com/Meituan-Dianping/Leaf):
+//
+//	{root}/forever/{ip}:{port}-NNNNNNNNNN   persistent sequential node, one per
+//	                                        endpoint, reused on restart; the
+//	                                        worker ID is the sequence number
+//	data: {"ip":"10.0.0.7","port":"8080","timestamp":<ms>}, rewritten every 3 s
+//
+// where root is "/snowflake/{name}". idmint joins a tree Leaf nodes already
+// use: it finds its own endpoint's node or creates one, and never touches
+// the others. On top of Leaf's scheme it adds what Leaf lacks:
+//
+//   - exclusivity: an ephemeral node {root}/idmint/lock/NNNNNNNNNN held by
+//     the ZooKeeper session, so two live idmint processes configured with
+//     the same endpoint cannot share a worker ID (Leaf nodes do not take it:
+//     never run a Leaf node and an idmint node with the same ip:port);
+//   - the time horizon: "timestamp" is the highest time the holder may
+//     stamp (Leaf writes its current time there and refuses to start when
+//     it is ahead of its clock, so a Leaf node taking the endpoint over
+//     stays safe too). Every write is versioned (and checks the lock), so a
+//     holder whose session expired cannot move it;
+//   - fencing on the session: ValidUntil is TTL (the negotiated session
+//     timeout, if lower) minus the margin after the last confirmed report.
+type zkAssigner struct {
+	s        settings
+	conn     *zk.Conn
+	root     string
+	endpoint string // ip:port
+	session  atomic.Int64
+	timeout  atomic.Int64 // negotiated session timeout, ms
+}
+
+// leafEndpoint is Leaf's report (SnowflakeZookeeperHolder.Endpoint): the
+// port is a string, the timestamp milliseconds since the Unix epoch.
+type leafEndpoint struct {
+	IP        string `json:"ip"`
+	Port      string `json:"port"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+type zkLock struct {
+	Holder string    `json:"holder"`
+	Since  time.Time `json:"since"`
+}
+
+// zkReport is how often the holder rewrites its node, as Leaf does
+// (scheduleWithFixedDelay(..., 1L, 3L, TimeUnit.SECONDS)).
+const zkReport = 3 * time.Second
+
+type zkLogger struct{ a *zkAssigner }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	// The client logs the negotiated timeout when a session is set up;
+	// this is the only place it exposes it.
+	if strings.HasPrefix(format, "authenticated: id=%d, timeout=%d") && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok {
+			l.a.timeout.Store(int64(ms))
+		}
+		return
+	}
+	l.a.s.logger.Debug("zookeeper: " + fmt.Sprintf(format, args...))
+}
+
+// NewZooKeeper connects to the ZooKeeper ensemble at servers (host:port)
+// and returns a Leaf-compatible Assigner under root (Leaf uses
+// "/snowflake/{name}"). endpoint is this process's "ip:port" identity, the
+// key Leaf reuses a node by; empty means the first private IPv4 and port 0.
+// It fails within the configured timeout when no server grants a session.
+func NewZooKeeper(ctx context.Context, servers []string, root, endpoint string, opts ...Option) (Assigner, error) {
+	s, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: zookeeper servers are empty", ErrBadURL)
+	}
+	if root == "" || root == "/" || !strings.HasPrefix(root, "/") || path.Clean(root) != root {
+		return nil, fmt.Errorf("%w: zookeeper root %q must be an absolute path such as /snowflake/app", ErrBadURL, root)
+	}
+	if endpoint == "" {
+		ip, err := privateIPv4()
+		if err != nil {
+			return nil, err
+		}
+		endpoint = ip.String() + ":0"
+	}
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil || host == "" || strings.Contains(host+port, "-") {
+		return nil, fmt.Errorf("%w: zookeeper endpoint %q must be ip:port without '-'", ErrBadURL, endpoint)
+	}
+	a := &zkAssigner{s: s, root: root, endpoint: endpoint}
+	conn, events, err := zk.Connect(servers, s.ttl, zk.WithLogger(zkLogger{a}))
+	if err != nil {
+		return nil, fmt.Errorf("worker: zookeeper %s: %w", strings.Join(servers, ","), err)
+	}
+	wait, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	for {
+		select {
+		case ev := <-events:
+			if ev.State != zk.StateHasSession {
+				continue
+			}
+			a.conn = conn
+			a.session.Store(conn.SessionID())
+			return a, nil
+		case <-wait.Done():
+			conn.Close()
+			return nil, fmt.Errorf("worker: zookeeper %s unreachable within %v: %w", strings.Join(servers, ","), s.timeout, wait.Err())
+		}
+	}
+}
+
+func (a *zkAssigner) forever() string { return a.root + "/forever" }
+func (a *zkAssigner) lockPath(seq int64) string {
+	return fmt.Sprintf("%s/idmint/lock/%010d", a.root, seq)
+}
+
+// parseLeafNode splits "ip:port-0000000007" as Leaf does (key.split("-")).
+func parseLeafNode(name string) (endpoint string, seq int64, ok bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseInt(name[i+1:], 10, 64)
+	if err != nil || seq < 0 {
+		return "", 0, false
+	}
+	return name[:i], seq, true
+}
+
+func (a *zkAssigner) ensure(p string) error {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur := ""
+	for _, part := range parts {
+		cur += "/" + part
+		if _, err := a.conn.Create(cur, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("worker: zookeeper create %s: %w", cur, err)
+		}
+	}
+	return nil
+}
+
+// call runs f, giving up when ctx is done: the client has no contexts, and
+// blocks while the ensemble is unreachable.
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { v, err := f(); ch <- res{v, err} }()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+func (a *zkAssigner) Acquire(ctx context.Context, max int64) (*Lease, error) {
+	if max < 0 {
+		return nil, fmt.Errorf("%w: max worker id %d is negative", ErrBadOption, max)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.s.timeout)
+	defer cancel()
+	return call(ctx, func() (*Lease, error) { return a.acquire(max) })
+}
+
+func (a *zkAssigner) acquire(max int64) (*Lease, error) {
+	sent := a.s.clock.Mono()
+	if err := a.ensure(a.forever()); err != nil {
+		return nil, err
+	}
+	if err := a.ensure(a.root + "/idmint/lock"); err != nil {
+		return nil, err
+	}
+	kids, _, err := a.conn.Children(a.forever())
+	if err != nil {
+		return nil, fmt.Errorf("worker: zookeeper list %s: %w", a.forever(), err)
+	}
+	node, seq := "", int64(-1)
+	for _, k := range kids {
+		if ep, n, ok := parseLeafNode(k); ok && ep == a.endpoint {
+			node, seq = a.forever()+"/"+k, n
+			break
+		}
+	}
+	if node == "" {
+		host, port, _ := net.SplitHostPort(a.endpoint)
+		data, _ := json.Marshal(leafEndpoint{IP: host, Port: port, Timestamp: a.s.clock.Now().UnixMilli()})
+		created, err := a.conn.Create(a.forever()+"/"+a.endpoint+"-", data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			return nil, fmt.Errorf("worker: zookeeper create node for %s: %w", a.endpoint, err)
+		}
+		_, n, _ := parseLeafNode(path.Base(created))
+		node, seq = created, n
+	}
+	if err := checkRange(seq, max, "zookeeper sequence of "+node); err != nil {
+		return nil, err
+	}
+	lock := a.lockPath(seq)
+	ld, _ := json.Marshal(zkLock{Holder: a.s.holder, Since: a.s.clock.Now().UTC()})
+	if _, err := a.conn.Create(lock, ld, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil, fmt.Errorf("%w: zookeeper worker id %d (%s) is locked by a live session; it frees within the session timeout if that process is gone", ErrHeld, seq, a.endpoint)
+		}
+		return nil, fmt.Errorf("worker: zookeeper lock %s: %w", lock, err)
+	}
+	b := &zkBackend{a: a, node: node, lock: lock, seq: seq}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = a.conn.Delete(lock, -1)
+		}
+	}()
+	_, lst, err := a.conn.Exists(lock)
+	if err != nil || lst == nil || lst.EphemeralOwner != a.conn.SessionID() {
+		return nil, fmt.Errorf("worker: zookeeper lock %s not confirmed: %v", lock, err)
+	}
+	data, st, err := a.conn.Get(node)
+	if err != nil {
+		return nil, fmt.Errorf("worker: zookeeper read %s: %w", node, err)
+	}
+	var ep leafEndpoint
+	if err := json.Unmarshal(data, &ep); err != nil {
+		return nil, fmt.Errorf("worker: zookeeper node %s is not Leaf's {\"ip\",\"port\",\"timestamp\"}: %v", node, err)
+	}
+	b.ep, b.version = ep, st.Version
+	// Claim: rewrite the node unchanged to bump its version, so a writer
+	// holding an older version (a previous holder whose session expired
+	// unnoticed) can no longer move the horizon.
+	if err := b.write(ep.Timestamp); err != nil {
+		return nil, err
+	}
+	var horizon time.Time
+	if ep.Timestamp > 0 {
+		horizon = time.UnixMilli(ep.Timestamp).UTC()
+	}
+	s := a.s
+	if neg := time.Duration(a.timeout.Load()) * time.Millisecond; neg > 0 && neg < s.ttl {
+		s.ttl = neg // the server granted less than asked: judge by that
+		if s.margin >= s.ttl {
+			s.margin = s.ttl / 5
+		}
+	}
+	s.interval = min(s.ttl/3, zkReport)
+	ok = true
+	return newLease(s, seq, lst.Czxid, horizon, b, sent, true), nil
+}
+
+func (a *zkAssigner) List(ctx context.Context) ([]Holder, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.s.timeout)
+	defer cancel()
+	return call(ctx, func() ([]Holder, error) {
+		kids, _, err := a.conn.Children(a.forever())
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("worker: zookeeper list %s: %w", a.forever(), err)
+		}
+		byID := map[int64]*Holder{}
+		for _, k := range kids {
+			ep, seq, ok := parseLeafNode(k)
+			if !ok {
+				continue
+			}
+			h := &Holder{ID: seq, Holder: ep}
+			if data, st, err := a.conn.Get(a.forever() + "/" + k); err == nil {
+				var e leafEndpoint
+				if json.Unmarshal(data, &e) == nil && e.Timestamp > 0 {
+					h.Horizon = time.UnixMilli(e.Timestamp).UTC()
+				}
+				h.Since = time.UnixMilli(st.Ctime).UTC()
+			}
+			if data, st, err := a.conn.Get(a.lockPath(seq)); err == nil {
+				var lk zkLock
+				_ = json.Unmarshal(data, &lk)
+				h.Live, h.Generation, h.Since = true, st.Czxid, lk.Since
+				h.Holder = ep + " " + lk.Holder
+			}
+			byID[seq] = h
+		}
+		return sortHolders(byID), nil
+	})
+}
+
+func (a *zkAssigner) Close() error { a.conn.Close(); return nil }
+
+type zkBackend struct {
+	a          *zkAssigner
+	node, lock string
+	seq        int64
+
+	mu      sync.Mutex
+	ep      leafEndpoint
+	version int32
+}
+
+// write sets the node's timestamp to ts (ms) if the lock is still ours and
+// the node still at our version. Callers hold mu or own b exclusively.
+func (b *zkBackend) write(ts int64) error {
+	ep := b.ep
+	ep.Timestamp = ts
+	data, _ := json.Marshal(ep)
+	res, err := b.a.conn.Multi(
+		&zk.CheckVersionRequest{Path: b.lock, Version: -1},
+		&zk.SetDataRequest{Path: b.node, Data: data, Version: b.version},
+	)
+	for _, r := range res {
+		if errors.Is(r.Error, zk.ErrNoNode) || errors.Is(r.Error, zk.ErrBadVersion) {
+			return fmt.Errorf("%w: zookeeper worker id %d: %v (lock %s, node %s at version %d)", ErrLeaseLost, b.seq, r.Error, b.lock, b.node, b.version)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("worker: zookeeper write %s: %w", b.node, err)
+	}
+	if len(res) == 2 && res[1].Stat != nil {
+		b.version = res[1].Stat.Version
+	} else {
+		b.version++
+	}
+	b.ep = ep
+	return nil
+}
+
+// keepalive is Leaf's 3-second report: the timestamp becomes the larger of
+// the recorded horizon and now.
+func (b *zkBackend) keepalive(ctx context.Context) error {
+	_, err := call(ctx, func() (struct{}, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.a.conn.SessionID() != b.a.session.Load() {
+			// The client replaced an expired session: the lock went with it.
+			return struct{}{}, fmt.Errorf("%w: zookeeper session of worker id %d expired", ErrLeaseLost, b.seq)
+		}
+		return struct{}{}, b.write(max(b.ep.Timestamp, b.a.s.clock.Now().UnixMilli()))
+	})
+	return err
+}
+
+func (b *zkBackend) store(ctx context.Context, until time.Time) (time.Time, error) {
+	ms := until.UnixMilli()
+	if time.UnixMilli(ms).Before(until) {
+		ms++ // round up: the horizon may only be over-stated
+	}
+	return call(ctx, func() (time.Time, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if ms <= b.ep.Timestamp {
+			return time.UnixMilli(b.ep.Timestamp).UTC(), nil
+		}
+		if err := b.write(ms); err != nil {
+			return time.Time{}, err
+		}
+		return time.UnixMilli(ms).UTC(), nil
+	})
+}
+
+func (b *zkBackend) release(ctx context.Context) error {
+	_, err := call(ctx, func() (struct{}, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		err := b.a.conn.Delete(b.lock, -1)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return struct{}{}, fmt.Errorf("worker: zookeeper release %s: %w", b.lock, err)
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
