@@ -36,8 +36,10 @@ type Config struct {
 	// Stores names the segment stores; keys refer to them by name. The
 	// store "default" is sqlite://<data_dir>/segments.db unless given.
 	Stores map[string]string `yaml:"stores"`
-	// Layouts describes custom snowflake bit layouts by name.
-	Layouts map[string]LayoutConfig `yaml:"layouts"`
+	// Layouts names custom snowflake bit layouts; each value is a layout
+	// spec as snowflake.ParseLayout reads it
+	// ("time=41:1ms,worker=10,seq=12,epoch=2024-01-01").
+	Layouts map[string]string `yaml:"layouts"`
 	// Keys are the ID spaces served, by name.
 	Keys map[string]KeyConfig `yaml:"keys"`
 	// AdminToken guards key administration. Empty: admin calls are served
@@ -66,17 +68,6 @@ type Config struct {
 type TLSConfig struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
-}
-
-// LayoutConfig describes a snowflake bit layout: either a preset by name
-// ("twitter", "sonyflake", ...) or the bit widths, epoch and tick.
-type LayoutConfig struct {
-	Preset   string   `yaml:"preset,omitempty" json:"preset,omitempty"`
-	Epoch    string   `yaml:"epoch,omitempty" json:"epoch,omitempty"` // RFC 3339
-	TimeBits int      `yaml:"time_bits,omitempty" json:"time_bits,omitempty"`
-	NodeBits int      `yaml:"node_bits,omitempty" json:"node_bits,omitempty"`
-	SeqBits  int      `yaml:"seq_bits,omitempty" json:"seq_bits,omitempty"`
-	Tick     Duration `yaml:"tick,omitempty" json:"tick,omitempty"`
 }
 
 // KeyConfig configures one key (Leaf's biz_tag).

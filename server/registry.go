@@ -35,7 +35,7 @@ type Layout struct {
 }
 
 // LayoutBuilder turns a layout described in the config into a Layout.
-type LayoutBuilder func(name string, spec LayoutConfig) (Layout, error)
+type LayoutBuilder func(name, spec string) (Layout, error)
 
 // Registry maps strategy names to their factories and layout names to their
 // decoders. It is safe for concurrent use; registration normally happens

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/strategies"
+)
+
+func init() {
+	register(command{name: "serve", summary: "serve IDs over HTTP (zero config: ./idmint-data, http://127.0.0.1:8080)", run: runServe})
+}
+
+// serveFlags are the flags of `idmint serve`; each overrides the config
+// file and the environment.
+type serveFlags struct {
+	config, listen, adminListen, data, coordinator, store, logFormat, logLevel string
+	check                                                                    bool
+}
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "serve", "[--config idmint.yaml] [--listen 127.0.0.1:8080] [--data ./idmint-data] [--check]")
+	var f serveFlags
+	fs.StringVar(&f.config, "config", "", "YAML config file (env IDMINT_CONFIG); without one, a default set of keys is served")
+	fs.StringVar(&f.listen, "listen", "", "public address host:port (env IDMINT_LISTEN; default "+server.DefaultListen+"); port 0 picks a free one")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "admin address for pprof, /metrics, health (env IDMINT_ADMIN_LISTEN; default none)")
+	fs.StringVar(&f.data, "data", "", "data directory (env IDMINT_DATA_DIR; default ./"+server.DefaultDataDir+")")
+	fs.StringVar(&f.coordinator, "coordinator", "", "worker-ID coordinator URL (env IDMINT_COORDINATOR; default file://<data>/worker)")
+	fs.StringVar(&f.store, "store", "", "default segment store URL (env IDMINT_STORE; default sqlite://<data>/segments.db)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every problem with its field, and exit")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (serve takes flags only)", pos[0])
+	}
+	log, err := newLogger(e.stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	reg := server.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		return err
+	}
+	cfg, err := loadServeConfig(e, f, reg)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(reg); err != nil {
+		var ve *server.ValidationError
+		if errors.As(err, &ve) {
+			fmt.Fprintf(e.stderr, "idmint serve: the configuration has %d problem(s):\n", len(ve.Problems))
+			for _, p := range ve.Problems {
+				fmt.Fprintf(e.stderr, "  %s\n", p)
+			}
+			return usagef("invalid configuration")
+		}
+		return err
+	}
+	if f.check {
+		fmt.Fprintf(e.stdout, "configuration OK: %d key(s), listen %s, data %s\n", len(cfg.Keys), cfg.Listen, cfg.DataDir)
+		return nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	srv, err := server.New(ctx, server.Options{Config: cfg, Registry: reg, Logger: log,
+		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")}})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		srv.Close(context.Background())
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	var adminLn net.Listener
+	if cfg.AdminListen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+			ln.Close()
+			srv.Close(context.Background())
+			return fmt.Errorf("listen on %s: %w", cfg.AdminListen, err)
+		}
+	}
+	printBanner(e.stdout, cfg, srv, ln, adminLn)
+	return srv.Serve(ctx, ln, adminLn)
+}
+
+// loadServeConfig reads the config file (if any), applies the environment,
+// then the flags, adds the default keys when none are configured, and fills
+// defaults.
+func loadServeConfig(e *env, f serveFlags, reg *server.Registry) (*server.Config, error) {
+	path := f.config
+	if path == "" {
+		path = e.getenv("IDMINT_CONFIG")
+	}
+	cfg := &server.Config{}
+	if path != "" {
+		fh, err := os.Open(path)
+		if err != nil {
+			return nil, usagef("--config: %v", err)
+		}
+		cfg, err = server.ParseConfig(fh)
+		fh.Close()
+		if err != nil {
+			return nil, usagef("--config %s: %v", path, err)
+		}
+	}
+	if err := cfg.Override(e.getenv); err != nil {
+		return nil, usagef("%v", err)
+	}
+	set := func(flag string, dst *string) {
+		if flag != "" {
+			*dst = flag
+		}
+	}
+	set(f.listen, &cfg.Listen)
+	set(f.adminListen, &cfg.AdminListen)
+	set(f.data, &cfg.DataDir)
+	set(f.coordinator, &cfg.Coordinator)
+	if f.store != "" {
+		if cfg.Stores == nil {
+			cfg.Stores = map[string]string{}
+		}
+		cfg.Stores[server.DefaultStore] = f.store
+	}
+	if len(cfg.Keys) == 0 {
+		cfg.Keys = defaultKeys(reg)
+	}
+	cfg.SetDefaults()
+	return cfg, nil
+}
+
+// defaultKeys is what a zero-config server serves: a snowflake key (Leaf's
+// layout), a segment key when the segment strategy is available, and a
+// UUIDv7 key.
+func defaultKeys(reg *server.Registry) map[string]server.KeyConfig {
+	keys := map[string]server.KeyConfig{
+		"snowflake": {Strategy: "snowflake", Layout: strategies.DefaultLayout},
+		"uuid":      {Strategy: "uuid"},
+	}
+	if _, ok := reg.Strategy("segment"); ok {
+		keys["order"] = server.KeyConfig{Strategy: "segment"}
+	}
+	return keys
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level: %q is not debug, info, warn or error", level)
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, usagef("--log-format: %q is not text or json", format)
+}
+
+func printBanner(w io.Writer, cfg *server.Config, srv *server.Server, ln, adminLn net.Listener) {
+	scheme := "http"
+	if cfg.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	base := scheme + "://" + ln.Addr().String()
+	fmt.Fprintf(w, "idmint: listening on %s\n", base)
+	if adminLn != nil {
+		fmt.Fprintf(w, "idmint: admin (pprof, metrics) on http://%s\n", adminLn.Addr())
+	}
+	dir, _ := filepath.Abs(cfg.DataDir)
+	fmt.Fprintf(w, "idmint: data directory %s\n", dir)
+	fmt.Fprintf(w, "idmint: keys %s\n", strings.Join(srv.Keys(), ", "))
+	key := "snowflake"
+	if _, ok := cfg.Keys[key]; !ok {
+		key = srv.Keys()[0]
+	}
+	fmt.Fprintf(w, "idmint: try  curl '%s/v1/keys/%s/ids?count=3'\n", base, key)
+	if k, ok := cfg.Keys["snowflake"]; ok && k.Strategy == "snowflake" {
+		fmt.Fprintf(w, "idmint: Leaf clients: curl %s/api/snowflake/get/snowflake\n", base)
+	}
+}

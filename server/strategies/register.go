@@ -1,0 +1,76 @@
+package strategies
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/snowflake"
+)
+
+// Register adds every strategy this package adapts, the built-in snowflake
+// layouts and the UUID-family formats as decode layouts, and the builder for
+// layouts written in a config's `layouts:` section.
+func Register(reg *server.Registry) error {
+	var errs []error
+	for _, s := range all() {
+		errs = append(errs, reg.Register(s))
+	}
+	for _, l := range snowflake.Layouts() {
+		errs = append(errs, reg.RegisterLayout(snowflakeLayout(l.Name(), l)))
+	}
+	for _, l := range textLayouts() {
+		errs = append(errs, reg.RegisterLayout(l))
+	}
+	reg.SetLayoutBuilder(func(name, spec string) (server.Layout, error) {
+		l, err := snowflake.ParseLayout(spec)
+		if err != nil {
+			return server.Layout{}, err
+		}
+		return snowflakeLayout(name, l), nil
+	})
+	return errors.Join(errs...)
+}
+
+func all() []server.Strategy {
+	return append([]server.Strategy{snowflakeStrategy()}, textStrategies()...)
+}
+
+// retryable marks an issuer's refusal with how long a client should wait.
+type retryable struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryable) Error() string              { return e.err.Error() }
+func (e *retryable) Unwrap() error              { return e.err }
+func (e *retryable) RetryAfter() time.Duration { return e.after }
+
+// unknownOptions reports options not in allowed.
+func unknownOptions(k server.KeyConfig, allowed ...string) []server.Problem {
+	var ps []server.Problem
+	for name, v := range k.Options {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == name
+		}
+		if !ok {
+			ps = append(ps, server.Problem{Field: "options." + name, Value: v, Message: fmt.Sprintf("unknown option for strategy %q", k.Strategy)})
+		}
+	}
+	return ps
+}
+
+func intOption(k server.KeyConfig, name string, def, lo, hi int64) (int64, *server.Problem) {
+	v, ok := k.Options[name]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, &server.Problem{Field: "options." + name, Value: v, Message: fmt.Sprintf("must be a whole number between %d and %d", lo, hi)}
+	}
+	return n, nil
+}

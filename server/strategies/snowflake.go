@@ -1,0 +1,251 @@
+package strategies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idmint/idmint/node"
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/snowflake"
+)
+
+// DefaultLayout is the layout of a snowflake key that names none: Leaf's
+// (41-bit ms since Twitter's epoch, 10-bit worker, 12-bit sequence starting
+// at a random value below 100), so Leaf's /decodeSnowflakeId arithmetic
+// reads idmint's IDs exactly.
+const DefaultLayout = "leaf"
+
+func snowflakeStrategy() server.Strategy {
+	return server.Strategy{
+		Name: "snowflake",
+		Summary: "64-bit time+node+sequence IDs under a worker-ID lease (layout: a built-in name or a layouts: entry, default leaf; " +
+			"options: one per extra node field, e.g. datacenter: 1; max_worker)",
+		Check: checkSnowflake,
+		New:   newSnowflake,
+	}
+}
+
+func resolveLayout(cfg *server.Config, name string) (snowflake.Layout, error) {
+	if name == "" {
+		name = DefaultLayout
+	}
+	if spec, ok := cfg.Layouts[name]; ok {
+		return snowflake.ParseLayout(spec)
+	}
+	if l, ok := snowflake.Lookup(name); ok {
+		return l, nil
+	}
+	return snowflake.Layout{}, fmt.Errorf("strategies: unknown layout %q", name)
+}
+
+// workerField is the node field the lease fills: "worker" when the layout
+// has one, else its only node field.
+func workerField(l snowflake.Layout) string {
+	nf := l.NodeFields()
+	for _, f := range nf {
+		if f.Name == "worker" {
+			return f.Name
+		}
+	}
+	if len(nf) == 1 {
+		return nf[0].Name
+	}
+	return ""
+}
+
+func checkSnowflake(k server.KeyConfig, cfg *server.Config) []server.Problem {
+	l, err := resolveLayout(cfg, k.Layout)
+	if err != nil {
+		return []server.Problem{{Field: "layout", Value: k.Layout, Message: err.Error()}}
+	}
+	if err := l.Check(time.Now()); err != nil {
+		return []server.Problem{{Field: "layout", Value: k.Layout, Message: err.Error()}}
+	}
+	wf := workerField(l)
+	if wf == "" {
+		return []server.Problem{{Field: "layout", Value: l.String(), Message: "layout has no node field a worker lease can fill (needs one named worker, or exactly one)"}}
+	}
+	allowed := []string{"max_worker"}
+	var ps []server.Problem
+	for _, f := range l.NodeFields() {
+		if f.Name == wf {
+			continue
+		}
+		allowed = append(allowed, f.Name)
+		if _, ok := k.Options[f.Name]; !ok {
+			ps = append(ps, server.Problem{Field: "options." + f.Name, Value: "", Message: fmt.Sprintf("layout %s has node field %q: set it (0..%d)", l.Name(), f.Name, int64(1)<<f.Bits-1)})
+			continue
+		}
+		if _, p := intOption(k, f.Name, 0, 0, int64(1)<<f.Bits-1); p != nil {
+			ps = append(ps, *p)
+		}
+	}
+	if _, p := intOption(k, "max_worker", 0, 0, 1<<40); p != nil {
+		ps = append(ps, *p)
+	}
+	return append(ps, unknownOptions(k, allowed...)...)
+}
+
+// nodeResource is one worker-ID lease and generator, shared by every
+// snowflake key of one layout and node-field values.
+type nodeResource struct{ n *node.Node }
+
+func (r *nodeResource) Close(ctx context.Context) error { return r.n.Close() }
+
+func (r *nodeResource) Ready(ctx context.Context) error {
+	if _, _, ok := r.n.WorkerID(); !ok {
+		return node.ErrNoLease
+	}
+	return nil
+}
+
+func (r *nodeResource) Stats() []server.Stat {
+	id, gen, ok := r.n.WorkerID()
+	held := 0.0
+	if ok {
+		held = 1
+	}
+	return []server.Stat{
+		{Name: "lease_held", Help: "1 while the worker-ID lease is held.", Value: held},
+		{Name: "worker_id", Help: "The worker ID held (-1 while none).", Value: map[bool]float64{true: float64(id), false: -1}[ok]},
+		{Name: "lease_generation", Help: "The generation (fencing token) of the lease held.", Value: float64(gen)},
+	}
+}
+
+// coordinatorFor returns the coordinator URL for a layout. A file
+// coordinator holds one worker ID per file, so each layout other than the
+// default gets its own file beside the configured one (the same layout
+// always maps to the same file, keeping its horizon across restarts).
+func coordinatorFor(base string, l snowflake.Layout, nodeKey string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "file" {
+		return base
+	}
+	suffix := ""
+	if l.Name() != DefaultLayout {
+		suffix = "." + sanitize(l.Name())
+	}
+	if nodeKey != "" {
+		suffix += "." + sanitize(nodeKey)
+	}
+	if suffix == "" {
+		return base
+	}
+	u.Path += suffix
+	return u.String()
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+func newSnowflake(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+	l, err := resolveLayout(env.Config, k.Layout)
+	if err != nil {
+		return nil, err
+	}
+	wf := workerField(l)
+	nodeVals := map[string]int64{}
+	var nodeKey []string
+	for _, f := range l.NodeFields() {
+		if f.Name == wf {
+			continue
+		}
+		v, _ := strconv.ParseInt(k.Options[f.Name], 10, 64)
+		nodeVals[f.Name] = v
+		nodeKey = append(nodeKey, f.Name+"="+strconv.FormatInt(v, 10))
+	}
+	maxWorker, _ := strconv.ParseInt(k.Options["max_worker"], 10, 64)
+	resName := "snowflake node " + l.String() + " " + strings.Join(nodeKey, ",")
+	res, err := env.Shared(ctx, resName, func(ctx context.Context) (server.Resource, error) {
+		coord := coordinatorFor(env.Config.Coordinator, l, strings.Join(nodeKey, ","))
+		n, err := node.New(ctx, node.Config{
+			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, MaxWorker: maxWorker,
+			Clock: env.Clock, Logger: env.Logger, AcquireWait: 15 * time.Second,
+		})
+		if err != nil {
+			return nil, err
+		}
+		id, gen, _ := n.WorkerID()
+		env.Logger.Info("snowflake node ready", "layout", l.Name(), "worker", id, "generation", gen,
+			"layout_ends", l.End().Format(time.DateOnly))
+		return &nodeResource{n}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &snowflakeKey{n: res.(*nodeResource).n, layout: l, worker: wf}, nil
+}
+
+type snowflakeKey struct {
+	n      *node.Node
+	layout snowflake.Layout
+	worker string
+}
+
+func (k *snowflakeKey) NextInt64s(ctx context.Context, dst []int64) error {
+	if _, err := k.n.NextN(ctx, dst); err != nil {
+		return snowflakeErr(err)
+	}
+	return nil
+}
+
+func snowflakeErr(err error) error {
+	var cb *snowflake.ClockBehindError
+	if errors.As(err, &cb) {
+		return &retryable{err, cb.Behind}
+	}
+	return &retryable{err, time.Second}
+}
+
+func (k *snowflakeKey) Decode(id string) (server.Decoded, error) {
+	return decodeSnowflake(k.layout, k.layout.Name(), id)
+}
+
+func (k *snowflakeKey) Ready(ctx context.Context) error {
+	if _, _, ok := k.n.WorkerID(); !ok {
+		return node.ErrNoLease
+	}
+	return nil
+}
+
+// Close does nothing: the node is shared and closed with the server.
+func (k *snowflakeKey) Close(ctx context.Context) error { return nil }
+
+func snowflakeLayout(name string, l snowflake.Layout) server.Layout {
+	return server.Layout{Name: name, Decode: func(id string) (server.Decoded, error) { return decodeSnowflake(l, name, id) }}
+}
+
+func decodeSnowflake(l snowflake.Layout, name, id string) (server.Decoded, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return server.Decoded{}, fmt.Errorf("strategies: id %q is not a decimal 64-bit integer", id)
+	}
+	p, err := snowflake.Decode(l, n)
+	if err != nil {
+		return server.Decoded{}, err
+	}
+	d := server.Decoded{Layout: name, Time: p.Time, Sequence: p.Sequence}
+	wf := workerField(l)
+	for f, v := range p.Node {
+		if f == wf {
+			d.Node = v
+			continue
+		}
+		if d.Extra == nil {
+			d.Extra = map[string]string{}
+		}
+		d.Extra[f] = strconv.FormatInt(v, 10)
+	}
+	return d, nil
+}
