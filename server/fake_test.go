@@ -23,7 +23,7 @@ type counter struct {
 
 type retryErr struct{}
 
-func (retryErr) Error() string              { return "counter: store unavailable" }
+func (retryErr) Error() string             { return "counter: store unavailable" }
 func (retryErr) RetryAfter() time.Duration { return 3 * time.Second }
 
 func (c *counter) NextInt64s(ctx context.Context, dst []int64) error {

@@ -103,7 +103,9 @@ func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code, fie
 	return e
 }
 
-func bearerHdr(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+func bearerHdr(tok string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + tok}
+}
 
 func TestLeafSegment(t *testing.T) {
 	f := newFixture(t, nil)

@@ -23,7 +23,7 @@ func init() {
 // file and the environment.
 type serveFlags struct {
 	config, listen, adminListen, data, coordinator, store, logFormat, logLevel string
-	check                                                                    bool
+	check                                                                      bool
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {

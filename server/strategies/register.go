@@ -44,8 +44,8 @@ type retryable struct {
 	after time.Duration
 }
 
-func (e *retryable) Error() string              { return e.err.Error() }
-func (e *retryable) Unwrap() error              { return e.err }
+func (e *retryable) Error() string             { return e.err.Error() }
+func (e *retryable) Unwrap() error             { return e.err }
 func (e *retryable) RetryAfter() time.Duration { return e.after }
 
 // unknownOptions reports options not in allowed.

@@ -114,7 +114,7 @@ func (k *textKey) NextStrings(ctx context.Context, dst []string) error {
 }
 
 func (k *textKey) Decode(id string) (server.Decoded, error) { return k.decode(id) }
-func (k *textKey) Close(ctx context.Context) error         { return nil }
+func (k *textKey) Close(ctx context.Context) error          { return nil }
 
 func textLayouts() []server.Layout {
 	return []server.Layout{
