@@ -1,0 +1,195 @@
+// Package ulid issues monotonic ULIDs and parses them with clear errors.
+//
+// A ULID (github.com/ulid/spec) is 128 bits: a 48-bit Unix millisecond
+// timestamp and 80 random bits, written as 26 characters of Crockford
+// base32. IDs are github.com/oklog/ulid/v2's ULID type, so its String,
+// Timestamp, Compare and database methods apply; this package adds a
+// generator that takes a clock.Clock and never fails on load.
+//
+// Monotonicity follows the specification: the first ULID of a millisecond
+// has 80 fresh random bits, later ones in the same millisecond add 1 to the
+// previous entropy, so they are strictly increasing and consecutive ULIDs
+// of one millisecond are predictable from each other (use uuid.V4 when that
+// matters). The specification makes overflow of the 80 bits an error; here
+// the generator waits for the next millisecond instead (it would take ~2^79
+// IDs on average in one millisecond).
+package ulid
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	oklog "github.com/oklog/ulid/v2"
+
+	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/coarse"
+	"github.com/idmint/idmint/internal/entropy"
+)
+
+// ULID is oklog/ulid's type.
+type ULID = oklog.ULID
+
+// crockford is the Crockford base32 alphabet of the specification.
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+var (
+	// ErrLength is returned by Parse for input that is not 26 characters.
+	ErrLength = errors.New("ulid: wrong length")
+	// ErrSyntax is returned by Parse for a character outside Crockford
+	// base32 (0-9, A-Z without I, L, O, U; either case).
+	ErrSyntax = errors.New("ulid: invalid character")
+	// ErrRange is returned by Parse when the first character exceeds '7':
+	// the value would not fit in 128 bits.
+	ErrRange = errors.New("ulid: value out of range")
+	// ErrSettings is returned by New for an invalid Settings field.
+	ErrSettings = errors.New("ulid: invalid settings")
+	// ErrExhausted is returned by Next when the 80-bit entropy overflowed
+	// within one millisecond and the next is more than MaxWait away.
+	ErrExhausted = errors.New("ulid: millisecond exhausted")
+	// ErrTime is returned by Next when the clock is outside the 48-bit
+	// millisecond range (1970..10889).
+	ErrTime = errors.New("ulid: clock out of range")
+)
+
+// Parse decodes the 26-character form in either case. Errors wrap
+// ErrLength, ErrSyntax or ErrRange and name the character and position.
+func Parse(s string) (ULID, error) {
+	if len(s) != oklog.EncodedSize {
+		return ULID{}, fmt.Errorf("%w: %s has %d characters, want 26", ErrLength, quote(s), len(s))
+	}
+	for i := range len(s) {
+		c := s[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		if indexByte(crockford, c) < 0 {
+			return ULID{}, fmt.Errorf("%w: %s: %q at position %d is not Crockford base32", ErrSyntax, quote(s), s[i], i)
+		}
+	}
+	if s[0] > '7' {
+		return ULID{}, fmt.Errorf("%w: %s: first character %q exceeds '7', the largest 128-bit ULID is 7ZZZZZZZZZZZZZZZZZZZZZZZZZ", ErrRange, quote(s), s[0])
+	}
+	id, err := oklog.ParseStrict(s)
+	if err != nil {
+		return ULID{}, fmt.Errorf("%w: %s: %v", ErrSyntax, quote(s), err)
+	}
+	return id, nil
+}
+
+func indexByte(s string, c byte) int {
+	for i := range len(s) {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%q...", s[:64])
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// Settings configures a Generator. The zero value is valid.
+type Settings struct {
+	// Clock stamps IDs. Nil means the real clock read through a 1 ms cache
+	// (stamps never run ahead of the real time, and lag it by ≤ ~2 ms).
+	Clock clock.Clock
+	// Rand supplies entropy. Nil means crypto-seeded ChaCha8.
+	Rand io.Reader
+	// MaxWait bounds the wait for the next millisecond after an entropy
+	// overflow; zero means 1 s, negative is invalid.
+	MaxWait time.Duration
+}
+
+// Generator issues strictly increasing ULIDs. Safe for concurrent use.
+type Generator struct {
+	mu      sync.Mutex
+	clk     clock.Clock
+	src     *entropy.Source
+	maxWait time.Duration
+	ms      int64  // last millisecond, -1 before the first ID
+	hi      uint16 // entropy of the last ID: top 16 bits
+	lo      uint64 // and low 64 bits
+}
+
+// New returns a Generator.
+func New(s Settings) (*Generator, error) {
+	if s.MaxWait < 0 {
+		return nil, fmt.Errorf("%w: MaxWait = %v, want >= 0", ErrSettings, s.MaxWait)
+	}
+	if s.MaxWait == 0 {
+		s.MaxWait = time.Second
+	}
+	if s.Clock == nil {
+		s.Clock = coarse.New(clock.NewReal())
+	}
+	return &Generator{clk: s.Clock, src: entropy.New(s.Rand), maxWait: s.MaxWait, ms: -1}, nil
+}
+
+// Next returns a ULID greater than every ULID this Generator returned
+// before. If the wall clock steps back it keeps the last millisecond (Ahead
+// reports the lead). It fails with ErrTime, ErrExhausted, ctx's error if ctx
+// ends while it waits, or the error of Settings.Rand.
+func (g *Generator) Next(ctx context.Context) (ULID, error) {
+	for {
+		g.mu.Lock()
+		now := g.clk.Now()
+		ms := now.UnixMilli()
+		if ms < 0 || ms >= 1<<48 {
+			g.mu.Unlock()
+			return ULID{}, fmt.Errorf("%w: %v is outside the 48-bit millisecond range", ErrTime, now)
+		}
+		if ms > g.ms {
+			a, err := g.src.Uint64()
+			var b uint64
+			if err == nil {
+				b, err = g.src.Uint64()
+			}
+			if err != nil {
+				g.mu.Unlock()
+				return ULID{}, err
+			}
+			g.ms, g.hi, g.lo = ms, uint16(a), b
+		} else if g.lo != ^uint64(0) {
+			g.lo++
+		} else if g.hi != ^uint16(0) {
+			g.hi, g.lo = g.hi+1, 0
+		} else {
+			wait := time.UnixMilli(g.ms + 1).Sub(now)
+			held := g.ms
+			g.mu.Unlock()
+			if wait > g.maxWait {
+				return ULID{}, fmt.Errorf("%w: entropy overflowed in millisecond %d and the clock is %v from the next", ErrExhausted, held, wait)
+			}
+			if err := g.clk.Sleep(ctx, wait); err != nil {
+				return ULID{}, err
+			}
+			continue
+		}
+		var id ULID
+		binary.BigEndian.PutUint64(id[0:8], uint64(g.ms)<<16|uint64(g.hi))
+		binary.BigEndian.PutUint64(id[8:16], g.lo)
+		g.mu.Unlock()
+		return id, nil
+	}
+}
+
+// Ahead reports how far the last ULID's millisecond is ahead of the clock:
+// zero unless the wall clock stepped back.
+func (g *Generator) Ahead() time.Duration {
+	g.mu.Lock()
+	ms := g.ms
+	g.mu.Unlock()
+	if ms < 0 {
+		return 0
+	}
+	return max(0, time.UnixMilli(ms).Sub(g.clk.Now()))
+}
