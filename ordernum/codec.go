@@ -150,10 +150,16 @@ func (c *Codec) AppendEncode(dst []byte, seq uint64, day time.Time) ([]byte, err
 	for range f.bodyLen {
 		dst = append(dst, 0)
 	}
-	radix := uint64(f.a.radix)
-	for i := len(dst) - 1; i >= n; i-- {
-		dst[i] = f.a.digits[body%radix]
-		body /= radix
+	if f.a.radix == 10 { // constant divisors compile to multiplications
+		for i := len(dst) - 1; i >= n; i-- {
+			dst[i] = byte('0' + body%10)
+			body /= 10
+		}
+	} else {
+		for i := len(dst) - 1; i >= n; i-- {
+			dst[i] = base32Digits[body&31]
+			body >>= 5
+		}
 	}
 	if f.checkLen == 1 {
 		var vals [maxLength]byte

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -132,7 +133,7 @@ func TestWordsAgreeWithBig(t *testing.T) {
 			if _, ok := newPlan(uint32(radix), n, 0); !ok {
 				break
 			}
-			for _, tl := range []int{0, 1, 6, 7, 8, 9, 15, 16, 17, 40} {
+			for _, tl := range []int{0, 7, 9, 16, 40} {
 				src := make([]uint16, n)
 				for i := range src {
 					src[i] = uint16(rng.IntN(radix))
@@ -207,12 +208,27 @@ func TestDomainBijection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := make([]bool, d.Max()+1)
-	for x := uint64(0); x <= d.Max(); x++ {
-		y, err := d.Encrypt(x, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+	n := d.Max() + 1
+	out := make([]uint32, n)
+	workers := uint64(runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := w * n / workers; x < (w+1)*n/workers; x++ {
+				y, err := d.Encrypt(x, nil)
+				if err != nil {
+					t.Errorf("Encrypt(%d): %v", x, err)
+					return
+				}
+				out[x] = uint32(y)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := make([]bool, n)
+	for x, y := range out {
 		if seen[y] {
 			t.Fatalf("Encrypt(%d) = %d, already produced", x, y)
 		}

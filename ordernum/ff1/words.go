@@ -39,11 +39,13 @@ func newPlan(radix uint32, n, t int) (plan, bool) {
 	return plan{u: u, v: v, powU: powU, powV: powV, b: b, d: d, t: t, blocks: qlen/16 - 1}, true
 }
 
-// wordState is the per-call working memory of the word path.
+// wordState is the per-call working memory of the word path. The CBC-MAC
+// chaining value and Q's last block are kept as 128-bit big-endian numbers
+// in two words each, so a round is two XORs, one AES block and a reduction.
 type wordState struct {
-	state [16]byte // CBC-MAC chaining value after P and Q's leading blocks
-	last  [16]byte // Q's last block: tweak tail, zeros, then i and NUM(B)
-	x     [16]byte
+	stateHi, stateLo uint64 // CBC-MAC chaining value after P and Q's leading blocks
+	lastHi, lastLo   uint64 // Q's last block with the round byte and NUM(B) zeroed
+	x                [16]byte
 }
 
 // encP returns CIPH(P) for the plan's header, the first CBC-MAC block.
@@ -56,23 +58,24 @@ func (c *Cipher) encP(pl *plan, n int, s *wordState) [16]byte {
 // absorb runs the CBC-MAC from CIPH(P) over Q's leading tweak/padding
 // blocks and lays out the constant part of Q's last block.
 func (c *Cipher) absorb(pl *plan, encP *[16]byte, tweak []byte, s *wordState) {
-	s.state = *encP
+	s.x = *encP
 	for j := 0; j < pl.blocks; j++ {
 		for i := range s.x {
-			var v byte
 			if k := 16*j + i; k < len(tweak) {
-				v = tweak[k]
+				s.x[i] ^= tweak[k]
 			}
-			s.x[i] = s.state[i] ^ v
 		}
-		c.block.Encrypt(s.state[:], s.x[:])
+		c.block.Encrypt(s.x[:], s.x[:])
 	}
-	s.last = [16]byte{}
-	off := 16 * pl.blocks
-	for i := 0; i < 15-pl.b; i++ {
-		if k := off + i; k < len(tweak) {
-			s.last[i] = tweak[k]
-		}
+	s.stateHi = binary.BigEndian.Uint64(s.x[0:8])
+	s.stateLo = binary.BigEndian.Uint64(s.x[8:16])
+	s.lastHi, s.lastLo = 0, 0
+	if off := 16 * pl.blocks; off < len(tweak) {
+		// Tweak bytes in the last block occupy its first 15-b bytes.
+		clear(s.x[:])
+		copy(s.x[:15-pl.b], tweak[off:])
+		s.lastHi = binary.BigEndian.Uint64(s.x[0:8])
+		s.lastLo = binary.BigEndian.Uint64(s.x[8:16])
 	}
 }
 
@@ -80,24 +83,26 @@ func (c *Cipher) absorb(pl *plan, encP *[16]byte, tweak []byte, s *wordState) {
 // steps 6.i–6.iv, reduced mod radix^m as step 6.vi needs). With d ≤ 16, S
 // is a prefix of R itself.
 func (c *Cipher) prf(pl *plan, s *wordState, i int, num, m uint64) uint64 {
-	s.last[15-pl.b] = byte(i)
-	var nb [8]byte
-	binary.BigEndian.PutUint64(nb[:], num)
-	copy(s.last[16-pl.b:], nb[8-pl.b:])
-	xorBlock(&s.x, &s.state, &s.last)
+	// Q's last block = tweak tail | zeros | [i]^1 | [num]^b, big-endian.
+	hi, lo := s.lastHi, s.lastLo|num
+	if pl.b == 8 {
+		hi |= uint64(i)
+	} else {
+		lo |= uint64(i) << (8 * pl.b)
+	}
+	binary.BigEndian.PutUint64(s.x[0:8], s.stateHi^hi)
+	binary.BigEndian.PutUint64(s.x[8:16], s.stateLo^lo)
 	c.block.Encrypt(s.x[:], s.x[:])
-	var hi, lo uint64
+	rHi := binary.BigEndian.Uint64(s.x[0:8])
 	switch pl.d {
 	case 8:
-		lo = binary.BigEndian.Uint64(s.x[0:8])
+		return rHi % m
 	case 12:
-		hi = uint64(binary.BigEndian.Uint32(s.x[0:4]))
-		lo = binary.BigEndian.Uint64(s.x[4:12])
+		rLo := binary.BigEndian.Uint64(s.x[8:16])
+		return bits.Rem64(rHi>>32, rHi<<32|rLo>>32, m)
 	default: // 16
-		hi = binary.BigEndian.Uint64(s.x[0:8])
-		lo = binary.BigEndian.Uint64(s.x[8:16])
+		return bits.Rem64(rHi, binary.BigEndian.Uint64(s.x[8:16]), m)
 	}
-	return bits.Rem64(hi, lo, m)
 }
 
 // encryptWords runs the ten rounds of Algorithm 7 on a = NUM(A) < radix^u
