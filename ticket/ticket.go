@@ -1,0 +1,480 @@
+package ticket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/sqldb"
+)
+
+// Errors. Each is wrapped with the server and values involved.
+var (
+	// ErrConfig: a Config that cannot work (names the field and value).
+	ErrConfig = errors.New("ticket: invalid config")
+	// ErrUnavailable: every server failed this request.
+	ErrUnavailable = errors.New("ticket: no ticket server answered")
+	// ErrResidue: a server returned an ID outside its residue class, i.e. its
+	// increment or offset is not what the Config says. The ID is dropped.
+	ErrResidue = errors.New("ticket: id outside the server's residue class")
+	// ErrWentBack: a server returned an ID not above the last one it gave
+	// this process: its counter was reset. The ID is dropped.
+	ErrWentBack = errors.New("ticket: server counter went back")
+	// ErrNotDurable: the server does not make commits durable, so a crash
+	// could move its counter back and repeat IDs.
+	ErrNotDurable = errors.New("ticket: server is not durable")
+	// ErrExhausted: the counter passed the largest int64.
+	ErrExhausted = errors.New("ticket: counter exhausted")
+	// ErrClosed: the Ticket was closed.
+	ErrClosed = errors.New("ticket: closed")
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultTable          = "Tickets64"
+	DefaultSequence       = "idmint_tickets"
+	DefaultStub           = "a"
+	DefaultConns          = 4
+	DefaultBackoffMin     = 100 * time.Millisecond
+	DefaultBackoffMax     = 10 * time.Second
+	DefaultAttemptTimeout = 2 * time.Second
+	// MaxBatch is the most IDs one PostgreSQL round trip asks for.
+	MaxBatch = 1000
+)
+
+// Server is one ticket server.
+type Server struct {
+	// URL is the database, in any form sqldb.Open takes:
+	// mysql://user:pass@host:3306/db, a go-sql-driver DSN, or
+	// postgres://user@host:5432/db.
+	URL string
+	// Offset is the server's first ID and residue, 1..Config.Step. Zero
+	// means its position in Config.Servers plus one.
+	Offset int
+}
+
+// Config configures a Ticket. Only Servers is required.
+type Config struct {
+	// Servers are the ticket servers, tried round-robin.
+	Servers []Server
+	// Step is N, the increment of every server. Zero means len(Servers).
+	// It may exceed len(Servers) when some of the N servers are retired or
+	// served by other processes; it must then stay the same everywhere.
+	Step int
+	// Table is the MySQL ticket table; default "Tickets64".
+	Table string
+	// Sequence is the PostgreSQL sequence; default "idmint_tickets".
+	Sequence string
+	// Stub is the MySQL stub value, one ASCII letter or digit; default "a".
+	// Different stubs in one table share one counter.
+	Stub string
+	// Conns is the number of connections pinned per server; default 4.
+	Conns int
+	// Clock paces back-off; default clock.NewReal().
+	Clock clock.Clock
+	// BackoffMin and BackoffMax bound the time a failing server is skipped;
+	// defaults 100ms and 10s.
+	BackoffMin, BackoffMax time.Duration
+	// AttemptTimeout bounds one request to one server; default 2s.
+	AttemptTimeout time.Duration
+}
+
+func configErr(field, value, reason string) error {
+	return fmt.Errorf("%w: %s %q %s", ErrConfig, field, value, reason)
+}
+
+// validate fills defaults and checks c; it does not touch the network.
+func (c Config) validate() (Config, error) {
+	if len(c.Servers) == 0 {
+		return c, configErr("servers", "", "is empty: give at least one database URL")
+	}
+	if c.Step == 0 {
+		c.Step = len(c.Servers)
+	}
+	if c.Step < len(c.Servers) {
+		return c, configErr("step", strconv.Itoa(c.Step), fmt.Sprintf("is less than the %d servers: their residue classes would overlap", len(c.Servers)))
+	}
+	if c.Step > 65535 {
+		return c, configErr("step", strconv.Itoa(c.Step), "exceeds 65535, MySQL's auto_increment_increment limit")
+	}
+	servers := append([]Server(nil), c.Servers...)
+	used := map[int]int{}
+	for i := range servers {
+		s := &servers[i]
+		if s.Offset == 0 {
+			s.Offset = i + 1
+		}
+		if s.Offset < 1 || s.Offset > c.Step {
+			return c, configErr(fmt.Sprintf("servers[%d].offset", i), strconv.Itoa(s.Offset), fmt.Sprintf("is outside 1..step (%d)", c.Step))
+		}
+		if j, dup := used[s.Offset]; dup {
+			return c, configErr(fmt.Sprintf("servers[%d].offset", i), strconv.Itoa(s.Offset), fmt.Sprintf("is also servers[%d]'s: two servers would issue the same IDs", j))
+		}
+		used[s.Offset] = i
+		if s.URL == "" {
+			return c, configErr(fmt.Sprintf("servers[%d].url", i), "", "is empty")
+		}
+	}
+	c.Servers = servers
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if c.Sequence == "" {
+		c.Sequence = DefaultSequence
+	}
+	if c.Stub == "" {
+		c.Stub = DefaultStub
+	}
+	if err := checkIdent("table", c.Table); err != nil {
+		return c, err
+	}
+	if err := checkIdent("sequence", c.Sequence); err != nil {
+		return c, err
+	}
+	if len(c.Stub) != 1 || !isAlnum(c.Stub[0]) {
+		return c, configErr("stub", c.Stub, "is not one ASCII letter or digit")
+	}
+	if c.Conns == 0 {
+		c.Conns = DefaultConns
+	}
+	if c.Conns < 0 || c.Conns > 256 {
+		return c, configErr("conns", strconv.Itoa(c.Conns), "is outside 1..256")
+	}
+	if c.Clock == nil {
+		c.Clock = clock.NewReal()
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = DefaultBackoffMin
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
+		return c, configErr("backoff", c.BackoffMin.String()+".."+c.BackoffMax.String(), "is not a range 0 < min <= max")
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if c.AttemptTimeout < 0 {
+		return c, configErr("attempt_timeout", c.AttemptTimeout.String(), "is negative")
+	}
+	return c, nil
+}
+
+func isAlnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+// checkIdent accepts [A-Za-z_][A-Za-z0-9_]{0,63}: safe to write into SQL.
+func checkIdent(field, s string) error {
+	if s == "" || len(s) > 63 || s[0] >= '0' && s[0] <= '9' {
+		return configErr(field, s, "is not a SQL identifier (a letter or underscore, then letters, digits, underscores; at most 63)")
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) && s[i] != '_' {
+			return configErr(field, s, "is not a SQL identifier (a letter or underscore, then letters, digits, underscores; at most 63)")
+		}
+	}
+	return nil
+}
+
+// source is one ticket server's backend.
+type source interface {
+	// tickets fills dst (1 <= len(dst) <= MaxBatch) with fresh IDs from the
+	// server, in increasing order, and returns how many; MySQL gives one.
+	tickets(ctx context.Context, dst []int64) (int, error)
+	close() error
+}
+
+// server is one ticket server and its health.
+type server struct {
+	cfg    Server
+	shown  string // URL without password
+	step   int64
+	opener func(ctx context.Context) (source, error)
+
+	openMu sync.Mutex // serialises opening src; held over I/O, off the hot path
+
+	mu       sync.Mutex // guards the fields below; never held over I/O
+	src      source
+	max      int64 // largest ID this server has given this process
+	failures int
+	retryAt  time.Duration // clock.Mono before which the server is skipped
+	lastErr  error
+}
+
+// Ticket issues IDs from N ticket servers. It is safe for concurrent use.
+// Every ID it returns is unique among all IDs any Ticket with the same
+// servers and Step returns (see the package doc for why); IDs from one
+// server increase, IDs from different servers interleave.
+type Ticket struct {
+	cfg     Config
+	servers []*server
+	rr      atomic.Uint64
+	closed  atomic.Bool
+}
+
+// Open validates cfg, connects to each server, creates its table or
+// sequence if missing and checks its settings. A server that cannot be
+// reached is skipped for now and retried later; Open fails if none can be
+// reached, or if any server is misconfigured (ErrConfig, ErrNotDurable) or
+// its URL is bad (sqldb.ErrURL).
+func Open(ctx context.Context, cfg Config) (*Ticket, error) {
+	return open(ctx, cfg, openSource)
+}
+
+// open is Open with the backend opener injected (tests use fakes).
+func open(ctx context.Context, cfg Config, opener func(context.Context, Config, Server) (source, error)) (*Ticket, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	t := &Ticket{cfg: cfg}
+	var errs []error
+	for _, s := range cfg.Servers {
+		srv := &server{cfg: s, shown: sqldb.Redact(s.URL), step: int64(cfg.Step)}
+		srv.opener = func(ctx context.Context) (source, error) { return opener(ctx, cfg, s) }
+		t.servers = append(t.servers, srv)
+		if _, err := srv.source(ctx); err != nil {
+			if errors.Is(err, sqldb.ErrURL) || errors.Is(err, ErrConfig) || errors.Is(err, ErrNotDurable) {
+				t.Close()
+				return nil, err
+			}
+			srv.fail(cfg, err)
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == len(t.servers) {
+		t.Close()
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+	}
+	return t, nil
+}
+
+// openSource opens the backend for s by its URL's dialect.
+func openSource(ctx context.Context, cfg Config, s Server) (source, error) {
+	db, err := sqldb.Open(ctx, s.URL)
+	if err != nil {
+		return nil, err
+	}
+	var src source
+	switch db.Dialect {
+	case sqldb.MySQL:
+		src, err = newMySQL(ctx, db, cfg, s.Offset)
+	case sqldb.Postgres:
+		src, err = newPostgres(ctx, db, cfg, s.Offset)
+	default:
+		err = configErr("url", db.URL, "is "+db.Dialect.String()+"; ticket servers are MySQL/MariaDB or PostgreSQL")
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return src, nil
+}
+
+// source returns the server's backend, opening it if needed; concurrent
+// callers wait for one open.
+func (s *server) source(ctx context.Context) (source, error) {
+	s.mu.Lock()
+	src := s.src
+	s.mu.Unlock()
+	if src != nil {
+		return src, nil
+	}
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	s.mu.Lock()
+	src = s.src
+	s.mu.Unlock()
+	if src != nil {
+		return src, nil
+	}
+	src, err := s.opener(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.src = src
+	s.mu.Unlock()
+	return src, nil
+}
+
+// floor returns the largest ID s has given this process so far. Any ID the
+// server issues for a request that starts after this call must exceed it.
+func (s *server) floor() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
+}
+
+// skip reports whether s is backing off at mono time now.
+func (s *server) skip(now time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failures > 0 && now < s.retryAt
+}
+
+func (s *server) fail(cfg Config, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures++
+	d := cfg.BackoffMax
+	if s.failures < 30 {
+		d = min(cfg.BackoffMin<<(s.failures-1), cfg.BackoffMax)
+	}
+	s.retryAt = cfg.Clock.Mono() + d
+	s.lastErr = err
+}
+
+// accept checks ids against the server's residue class and against floor,
+// the largest ID the server had returned before this request began (a
+// fresh ID must exceed it, or the server's counter went back), and records
+// success.
+func (s *server) accept(ids []int64, floor int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if id <= 0 {
+			return fmt.Errorf("%w: %s returned %d", ErrExhausted, s.shown, id)
+		}
+		if id%s.step != int64(s.cfg.Offset)%s.step {
+			return fmt.Errorf("%w: %s returned %d, which is %d mod %d; offset %d wants %d",
+				ErrResidue, s.shown, id, id%s.step, s.step, s.cfg.Offset, int64(s.cfg.Offset)%s.step)
+		}
+		if id <= floor {
+			return fmt.Errorf("%w: %s returned %d after it had returned %d", ErrWentBack, s.shown, id, floor)
+		}
+	}
+	for _, id := range ids {
+		s.max = max(s.max, id)
+	}
+	s.failures = 0
+	s.lastErr = nil
+	return nil
+}
+
+// Next returns one ID: one round trip to the next healthy server.
+func (t *Ticket) Next(ctx context.Context) (int64, error) {
+	var id [1]int64
+	if _, err := t.NextN(ctx, id[:]); err != nil {
+		return 0, err
+	}
+	return id[0], nil
+}
+
+// NextN fills dst with IDs from one server in one round trip — up to
+// MaxBatch from PostgreSQL (nextval over generate_series), one from MySQL,
+// where each REPLACE yields one ID — and returns how many it wrote. The
+// IDs written increase. With an error it writes nothing.
+func (t *Ticket) NextN(ctx context.Context, dst []int64) (int, error) {
+	if t.closed.Load() {
+		return 0, ErrClosed
+	}
+	if len(dst) == 0 {
+		return 0, nil
+	}
+	dst = dst[:min(len(dst), MaxBatch)]
+	n := len(t.servers)
+	start := int(t.rr.Add(1) % uint64(n))
+	now := t.cfg.Clock.Mono()
+	var errs []error
+	var skipped []*server
+	for i := range n {
+		s := t.servers[(start+i)%n]
+		if s.skip(now) {
+			skipped = append(skipped, s)
+			continue
+		}
+		k, err := t.try(ctx, s, dst)
+		if err == nil {
+			return k, nil
+		}
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("ticket: %w", ctx.Err())
+		}
+		errs = append(errs, err)
+	}
+	// Every server tried has failed and the rest are backing off: probe
+	// those too rather than fail while one of them may be back.
+	for _, s := range skipped {
+		k, err := t.try(ctx, s, dst)
+		if err == nil {
+			return k, nil
+		}
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("ticket: %w", ctx.Err())
+		}
+		errs = append(errs, err)
+	}
+	return 0, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+}
+
+// try asks s for IDs once, under the attempt timeout.
+func (t *Ticket) try(ctx context.Context, s *server, dst []int64) (int, error) {
+	actx, cancel := context.WithTimeout(ctx, t.cfg.AttemptTimeout)
+	defer cancel()
+	src, err := s.source(actx)
+	if err != nil {
+		s.fail(t.cfg, err)
+		return 0, err
+	}
+	floor := s.floor()
+	k, err := src.tickets(actx, dst)
+	if err == nil {
+		err = s.accept(dst[:k], floor)
+	}
+	if err != nil {
+		s.fail(t.cfg, err)
+		return 0, err
+	}
+	return k, nil
+}
+
+// Status is one server's health as Ticket sees it.
+type Status struct {
+	URL      string // without password
+	Offset   int
+	Up       bool  // false while the server is backing off
+	Failures int   // consecutive failures
+	Max      int64 // largest ID this process got from it
+	Err      error // last failure, nil when up
+}
+
+// Status reports each server's health, in Config order, for readiness
+// checks and metrics.
+func (t *Ticket) Status() []Status {
+	now := t.cfg.Clock.Mono()
+	out := make([]Status, len(t.servers))
+	for i, s := range t.servers {
+		s.mu.Lock()
+		out[i] = Status{URL: s.shown, Offset: s.cfg.Offset, Up: s.failures == 0 || now >= s.retryAt,
+			Failures: s.failures, Max: s.max, Err: s.lastErr}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// Close closes every server's connections. Next and NextN then return
+// ErrClosed. Close is idempotent.
+func (t *Ticket) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for _, s := range t.servers {
+		s.mu.Lock()
+		src := s.src
+		s.src = nil
+		s.mu.Unlock()
+		if src != nil {
+			errs = append(errs, src.close())
+		}
+	}
+	return errors.Join(errs...)
+}
