@@ -27,6 +27,17 @@ import (
 // ErrBadURL that names the field and the value; an unreachable coordinator
 // fails within the timeout.
 func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) {
+	open, err := parseURL(rawURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx)
+}
+
+type opener func(ctx context.Context) (Assigner, error)
+
+// parseURL validates rawURL without any I/O and returns what opens it.
+func parseURL(rawURL string, opts []Option) (opener, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
 		return nil, fmt.Errorf("%w: %q has no scheme (want static://, file://, etcd://, zk://, sqlite://, postgres://, mysql://, ip:// or mac://)", ErrBadURL, rawURL)
@@ -52,7 +63,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) 
 					return nil, fmt.Errorf("%w: ip url: address %q is not an IPv4 address", ErrBadURL, addr)
 				}
 			}
-			return NewIP(ip, opts...)
+			return func(context.Context) (Assigner, error) { return NewIP(ip, opts...) }, nil
 		}
 		var mac net.HardwareAddr
 		if addr != "" {
@@ -62,9 +73,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) 
 			}
 			mac = m
 		}
-		return NewMAC(mac, opts...)
+		return func(context.Context) (Assigner, error) { return NewMAC(mac, opts...) }, nil
 	case "sqlite", "sqlite3", "postgres", "postgresql", "mysql":
-		return openSQL(ctx, rawURL, opts)
+		return func(ctx context.Context) (Assigner, error) { return openSQL(ctx, rawURL, opts) }, nil
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -81,7 +92,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) 
 		if err != nil || id < 0 {
 			return nil, fmt.Errorf("%w: static url: worker id %q is not a non-negative integer (static://3)", ErrBadURL, u.Host+u.Path)
 		}
-		return NewStatic(id, opts...)
+		return func(context.Context) (Assigner, error) { return NewStatic(id, opts...) }, nil
 	case "file":
 		opts, err = queryOptions(scheme, q, opts, []string{"id"})
 		if err != nil {
@@ -96,7 +107,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) 
 				return nil, fmt.Errorf("%w: file url: id %q is not a non-negative integer", ErrBadURL, v)
 			}
 		}
-		return NewFile(u.Path, id, opts...)
+		return func(context.Context) (Assigner, error) { return NewFile(u.Path, id, opts...) }, nil
 	case "etcd":
 		opts, err = queryOptions(scheme, q, opts, []string{"name"})
 		if err != nil {
@@ -117,7 +128,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) 
 		if strings.ContainsAny(name, "/ ") {
 			return nil, fmt.Errorf("%w: etcd url: name %q must not contain '/' or spaces", ErrBadURL, name)
 		}
-		return NewEtcd(ctx, eps, prefix+"/"+name+"/", opts...)
+		return func(ctx context.Context) (Assigner, error) { return NewEtcd(ctx, eps, prefix+"/"+name+"/", opts...) }, nil
 	case "zk", "zookeeper":
 		opts, err = queryOptions(scheme, q, opts, []string{"endpoint"})
 		if err != nil {
@@ -131,7 +142,8 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Assigner, error) 
 		if root == "" {
 			return nil, fmt.Errorf("%w: zk url: path is empty; want zk://host:2181/snowflake/{name} (Leaf's layout)", ErrBadURL)
 		}
-		return NewZooKeeper(ctx, eps, root, q.Get("endpoint"), opts...)
+		endpoint := q.Get("endpoint")
+		return func(ctx context.Context) (Assigner, error) { return NewZooKeeper(ctx, eps, root, endpoint, opts...) }, nil
 	}
 	return nil, fmt.Errorf("%w: scheme %q is not one of static, file, etcd, zk, sqlite, postgres, mysql, ip, mac", ErrBadURL, scheme)
 }

@@ -198,11 +198,14 @@ func (a *zkAssigner) acquire(max int64) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: zookeeper list %s: %w", a.forever(), err)
 	}
-	node, seq := "", int64(-1)
+	node, seq, inUse := "", int64(-1), int64(0)
 	for _, k := range kids {
-		if ep, n, ok := parseLeafNode(k); ok && ep == a.endpoint {
+		ep, n, ok := parseLeafNode(k)
+		if ok && n <= max {
+			inUse++
+		}
+		if ok && ep == a.endpoint && node == "" {
 			node, seq = a.forever()+"/"+k, n
-			break
 		}
 	}
 	if node == "" {
@@ -214,6 +217,11 @@ func (a *zkAssigner) acquire(max int64) (*Lease, error) {
 		}
 		_, n, _ := parseLeafNode(path.Base(created))
 		node, seq = created, n
+		if seq > max {
+			// Leaf never frees a sequence number: the range is used up.
+			_ = a.conn.Delete(created, -1)
+			return nil, &NoFreeIDError{InUse: inUse, Max: max}
+		}
 	}
 	if err := checkRange(seq, max, "zookeeper sequence of "+node); err != nil {
 		return nil, err
