@@ -355,3 +355,20 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestBarrett(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	mods := []uint64{1, 2, 3, 10, 1000, 1 << 32, 100_000_000, 99_999_999_999, 1<<63 - 1, 1 << 63, ^uint64(0) - 1, ^uint64(0)}
+	for range 200 {
+		mods = append(mods, rng.Uint64()>>rng.IntN(64)|1)
+	}
+	for _, m := range mods {
+		rec := ^uint64(0) / m
+		for _, x := range []uint64{0, 1, m - 1, m, m + 1, ^uint64(0), ^uint64(0) - 1, rng.Uint64(), rng.Uint64(), rng.Uint64()} {
+			if got, want := barrett(x, m, rec), x%m; got != want {
+				t.Fatalf("barrett(%d, %d) = %d, want %d", x, m, got, want)
+			}
+		}
+	}
+}

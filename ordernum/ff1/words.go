@@ -17,6 +17,7 @@ import (
 type plan struct {
 	u, v       int
 	powU, powV uint64 // radix^u, radix^v
+	recU, recV uint64 // ⌊(2^64-1)/powU⌋, ⌊(2^64-1)/powV⌋ for Barrett reduction
 	b, d       int    // Algorithm 7 steps 3 and 4
 	t          int    // tweak length in bytes
 	blocks     int    // full tweak/padding blocks of Q before its last block
@@ -36,7 +37,11 @@ func newPlan(radix uint32, n, t int) (plan, bool) {
 	d := 4*((b+3)/4) + 4     // ≤ 12
 	qlen := t + 1 + b
 	qlen += (16 - qlen%16) % 16
-	return plan{u: u, v: v, powU: powU, powV: powV, b: b, d: d, t: t, blocks: qlen/16 - 1}, true
+	return plan{
+		u: u, v: v, powU: powU, powV: powV,
+		recU: ^uint64(0) / powU, recV: ^uint64(0) / powV,
+		b: b, d: d, t: t, blocks: qlen/16 - 1,
+	}, true
 }
 
 // wordState is the per-call working memory of the word path. The CBC-MAC
@@ -82,7 +87,7 @@ func (c *Cipher) absorb(pl *plan, encP *[16]byte, tweak []byte, s *wordState) {
 // prf returns NUM(S) mod m for round i with NUM(B) = num (Algorithm 7
 // steps 6.i–6.iv, reduced mod radix^m as step 6.vi needs). With d ≤ 16, S
 // is a prefix of R itself.
-func (c *Cipher) prf(pl *plan, s *wordState, i int, num, m uint64) uint64 {
+func (c *Cipher) prf(pl *plan, s *wordState, i int, num, m, rec uint64) uint64 {
 	// Q's last block = tweak tail | zeros | [i]^1 | [num]^b, big-endian.
 	hi, lo := s.lastHi, s.lastLo|num
 	if pl.b == 8 {
@@ -96,7 +101,7 @@ func (c *Cipher) prf(pl *plan, s *wordState, i int, num, m uint64) uint64 {
 	rHi := binary.BigEndian.Uint64(s.x[0:8])
 	switch pl.d {
 	case 8:
-		return rHi % m
+		return barrett(rHi, m, rec)
 	case 12:
 		rLo := binary.BigEndian.Uint64(s.x[8:16])
 		return bits.Rem64(rHi>>32, rHi<<32|rLo>>32, m)
@@ -105,15 +110,27 @@ func (c *Cipher) prf(pl *plan, s *wordState, i int, num, m uint64) uint64 {
 	}
 }
 
+// barrett returns x mod m given rec = ⌊(2^64-1)/m⌋, without a division
+// instruction. The estimate q = ⌊x·rec/2^64⌋ is at most 2 below ⌊x/m⌋
+// (rec > (2^64-1)/m - 1), so x - q·m < 3m and at most two corrections follow.
+func barrett(x, m, rec uint64) uint64 {
+	q, _ := bits.Mul64(x, rec)
+	r := x - q*m
+	for r >= m {
+		r -= m
+	}
+	return r
+}
+
 // encryptWords runs the ten rounds of Algorithm 7 on a = NUM(A) < radix^u
 // and b = NUM(B) < radix^v.
 func (c *Cipher) encryptWords(pl *plan, s *wordState, a, b uint64) (uint64, uint64) {
 	for i := 0; i < 10; i++ {
-		m := pl.powU
+		m, rec := pl.powU, pl.recU
 		if i&1 == 1 {
-			m = pl.powV
+			m, rec = pl.powV, pl.recV
 		}
-		y := c.prf(pl, s, i, b, m)
+		y := c.prf(pl, s, i, b, m, rec)
 		sum, carry := bits.Add64(a, y, 0)
 		if carry != 0 || sum >= m {
 			sum -= m
@@ -127,11 +144,11 @@ func (c *Cipher) encryptWords(pl *plan, s *wordState, a, b uint64) (uint64, uint
 // and b = NUM(B) < radix^v.
 func (c *Cipher) decryptWords(pl *plan, s *wordState, a, b uint64) (uint64, uint64) {
 	for i := 9; i >= 0; i-- {
-		m := pl.powU
+		m, rec := pl.powU, pl.recU
 		if i&1 == 1 {
-			m = pl.powV
+			m, rec = pl.powV, pl.recV
 		}
-		y := c.prf(pl, s, i, a, m)
+		y := c.prf(pl, s, i, a, m, rec)
 		var diff uint64
 		if b >= y {
 			diff = b - y
