@@ -1,0 +1,15 @@
+module github.com/idmint/idmint/bench
+
+go 1.26.0
+
+require github.com/idmint/idmint v0.0.0
+
+require (
+	github.com/bwmarrin/snowflake v0.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/oklog/ulid/v2 v2.1.2 // indirect
+	github.com/rs/xid v1.6.0 // indirect
+	github.com/sony/sonyflake v1.2.0 // indirect
+)
+
+replace github.com/idmint/idmint => ../
