@@ -15,8 +15,8 @@ import (
 //
 // An order number is, left to right:
 //
-//	prefix | version | date | body | check
-//	"88"   | "3"     | "250817" | "40417269" | "5"   →  88325081740417269 5
+//	prefix | version | date     | body       | check
+//	"88"   | "3"     | "250817" | "53637579" | "2"    →  883250817536375792
 //
 // The body is the FF1 encryption of the sequence number, so distinct
 // sequence numbers give distinct bodies and neighbouring sequence numbers
