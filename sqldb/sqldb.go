@@ -173,9 +173,13 @@ func parse(raw string) (driver, dsn string, d Dialect, shown string, err error) 
 }
 
 // mysqlDSN sets the options idmint relies on: parseTime (update_time scans
-// into time.Time) and UTC, then formats the DSN.
+// into time.Time), UTC, and client-side interpolation of parameters (one
+// round trip per statement instead of prepare, execute and close; safe
+// with the utf8mb4 default, refused by the driver for the few multibyte
+// charsets where it is not), then formats the DSN.
 func mysqlDSN(c *mysql.Config) string {
 	c.ParseTime = true
+	c.InterpolateParams = true
 	if c.Loc == nil {
 		c.Loc = time.UTC
 	}

@@ -1,0 +1,594 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Allocator serves IDs for many keys from one Store, each key from its own
+// double buffer. It is safe for concurrent use.
+type Allocator struct {
+	store Store
+	opts  Options
+
+	ctx    context.Context // cancelled by Close; parent of every load
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // loaders
+	closed atomic.Bool
+
+	mu   sync.Mutex                     // serialises changes to keys
+	keys atomic.Pointer[map[string]*Key] // copy on write: lookups take no lock
+}
+
+// New returns an Allocator over store. It does no I/O: each key's first
+// segment is loaded by its first call.
+func New(store Store, opts Options) (*Allocator, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: store is nil", ErrBadOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	a := &Allocator{store: store, opts: o}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	m := map[string]*Key{}
+	a.keys.Store(&m)
+	return a, nil
+}
+
+// Store returns the store the Allocator leases from (for listing its rows).
+func (a *Allocator) Store() Store { return a.store }
+
+// Close stops background loads and makes every later call fail with
+// ErrClosed. IDs left in the buffers become gaps. With Options.CloseStore
+// it closes the store too.
+func (a *Allocator) Close() error {
+	if !a.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	a.mu.Lock()
+	keys := *a.keys.Load()
+	a.mu.Unlock()
+	for _, k := range keys {
+		k.mu.Lock()
+		k.cur.Store(exhausted)
+		k.next = nil
+		k.broadcastLocked()
+		k.mu.Unlock()
+	}
+	a.cancel()
+	a.wg.Wait()
+	if a.opts.CloseStore {
+		return a.store.Close()
+	}
+	return nil
+}
+
+// Key returns the handle for key, which callers on a hot path may keep:
+// its methods skip the lookup by name. It does no I/O; an unknown key
+// shows as ErrUnknownKey on the first call. Errors: ErrBadKey, ErrClosed.
+func (a *Allocator) Key(key string) (*Key, error) {
+	if k, ok := (*a.keys.Load())[key]; ok {
+		return k, nil
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed.Load() {
+		return nil, ErrClosed
+	}
+	old := *a.keys.Load()
+	if k, ok := old[key]; ok {
+		return k, nil
+	}
+	k := &Key{a: a, name: key, changed: make(chan struct{})}
+	k.cur.Store(exhausted)
+	m := make(map[string]*Key, len(old)+1)
+	for n, v := range old {
+		m[n] = v
+	}
+	m[key] = k
+	a.keys.Store(&m)
+	return k, nil
+}
+
+// forget drops k from the cache if it is still the cached handle.
+func (a *Allocator) forget(k *Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := *a.keys.Load()
+	if old[k.name] != k {
+		return
+	}
+	m := make(map[string]*Key, len(old))
+	for n, v := range old {
+		if v != k {
+			m[n] = v
+		}
+	}
+	a.keys.Store(&m)
+}
+
+// Next returns the next ID of key. See Key.Next.
+func (a *Allocator) Next(ctx context.Context, key string) (int64, error) {
+	k, err := a.Key(key)
+	if err != nil {
+		return 0, err
+	}
+	return k.Next(ctx)
+}
+
+// NextN fills dst with IDs of key. See Key.NextN.
+func (a *Allocator) NextN(ctx context.Context, key string, dst []int64) (int, error) {
+	k, err := a.Key(key)
+	if err != nil {
+		return 0, err
+	}
+	return k.NextN(ctx, dst)
+}
+
+// Range returns a block of up to n IDs of key. See Key.Range.
+func (a *Allocator) Range(ctx context.Context, key string, n int64) (Block, error) {
+	k, err := a.Key(key)
+	if err != nil {
+		return Block{}, err
+	}
+	return k.Range(ctx, n)
+}
+
+// Key is one key's double buffer. Obtain it from Allocator.Key; it is safe
+// for concurrent use and stays valid until the Allocator is closed.
+type Key struct {
+	cur  atomic.Pointer[buffer] // the buffer Next takes from
+	a    *Allocator
+	name string
+
+	mu         sync.Mutex
+	next       *buffer       // loaded, waiting for cur to run out
+	loading    bool          // a loader goroutine runs
+	lastErr    error         // last load's error; nil after a success
+	attempts   uint64        // finished load attempts
+	changed    chan struct{} // closed and replaced when next/lastErr change
+	loaded     bool          // a load has succeeded
+	step       int64         // length of the last segment leased
+	minStep    int64         // the key's configured step, per the store
+	lastLoad   time.Duration // Mono at the last successful load
+	slot       int           // Leaf's buffer position, toggled per switch
+	loads      uint64
+	loadErrors uint64
+	lastLat    time.Duration
+	totalLat   time.Duration
+}
+
+// buffer is one segment being served. pos is the next ID to hand out;
+// IDs are pos, pos+delta, ... below end.
+type buffer struct {
+	pos       atomic.Int64
+	end       int64
+	start     int64 // segment start as leased
+	trigger   int64 // once an ID >= trigger is issued, load the next segment
+	delta     int64
+	triggered atomic.Bool
+	slot      int
+}
+
+// exhausted is an empty buffer every key starts with and returns to when
+// the Allocator closes.
+var exhausted = func() *buffer {
+	b := &buffer{delta: 1}
+	b.triggered.Store(true)
+	return b
+}()
+
+// Name returns the key's name.
+func (k *Key) Name() string { return k.name }
+
+// Next returns the key's next ID. IDs from one Key are strictly increasing
+// in the order calls return, and never repeat across Allocators sharing the
+// store. From memory it takes one compare-and-swap and does not allocate;
+// it waits only when both buffers are empty: for the store (bounded by ctx
+// and Options.LoadTimeout) or not at all when the last load failed, in
+// which case the error wraps ErrUnavailable and the store's error.
+func (k *Key) Next(ctx context.Context) (int64, error) {
+	for {
+		b := k.cur.Load()
+		p := b.pos.Load()
+		for p < b.end {
+			n := p + b.delta
+			if n < p { // past 2^63-1
+				n = b.end
+			}
+			if b.pos.CompareAndSwap(p, n) {
+				if p >= b.trigger && !b.triggered.Load() {
+					k.triggerLoad(b)
+				}
+				return p, nil
+			}
+			p = b.pos.Load()
+		}
+		if err := k.refill(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Block is a run of IDs: Start, Start+Step, ... below End. With the
+// default Delta (1) it is the contiguous range [Start, End).
+type Block struct {
+	Start, End, Step int64
+}
+
+// Len returns how many IDs the block holds.
+func (b Block) Len() int64 {
+	if b.End <= b.Start || b.Step <= 0 {
+		return 0
+	}
+	return (b.End-b.Start-1)/b.Step + 1
+}
+
+// Range reserves up to n IDs as one Block, all of them greater than any ID
+// this Key returned before. The block is cut short when the current
+// segment ends, so it holds between 1 and n IDs; callers wanting exactly n
+// call again for the rest (or use NextN). Errors: ErrBadCount when n < 1,
+// and those of Next.
+func (k *Key) Range(ctx context.Context, n int64) (Block, error) {
+	if n < 1 {
+		return Block{}, fmt.Errorf("%w: key %q: count %d is below 1", ErrBadCount, k.name, n)
+	}
+	for {
+		b := k.cur.Load()
+		p := b.pos.Load()
+		for p < b.end {
+			avail := (b.end-p-1)/b.delta + 1
+			c := min(n, avail)
+			np := b.end
+			if c < avail {
+				np = p + c*b.delta
+			}
+			if b.pos.CompareAndSwap(p, np) {
+				last := p + (c-1)*b.delta
+				if last >= b.trigger && !b.triggered.Load() {
+					k.triggerLoad(b)
+				}
+				return Block{Start: p, End: last + 1, Step: b.delta}, nil
+			}
+			p = b.pos.Load()
+		}
+		if err := k.refill(ctx); err != nil {
+			return Block{}, err
+		}
+	}
+}
+
+// NextN fills dst with the key's next len(dst) IDs, in increasing order,
+// and returns how many it wrote: len(dst), or fewer with the error that
+// stopped it (the IDs written are valid and issued). Errors: ErrBadCount
+// for an empty dst, and those of Next.
+func (k *Key) NextN(ctx context.Context, dst []int64) (int, error) {
+	if len(dst) == 0 {
+		return 0, fmt.Errorf("%w: key %q: dst is empty", ErrBadCount, k.name)
+	}
+	i := 0
+	for i < len(dst) {
+		blk, err := k.Range(ctx, int64(len(dst)-i))
+		if err != nil {
+			return i, err
+		}
+		for v := blk.Start; v < blk.End; v += blk.Step {
+			dst[i] = v
+			i++
+			if v > math.MaxInt64-blk.Step {
+				break
+			}
+		}
+	}
+	return i, nil
+}
+
+// triggerLoad starts loading the segment after b, once.
+func (k *Key) triggerLoad(b *buffer) {
+	if !b.triggered.CompareAndSwap(false, true) {
+		return
+	}
+	k.mu.Lock()
+	if k.next == nil && !k.loading && k.cur.Load() == b {
+		k.startLoadLocked()
+	}
+	k.mu.Unlock()
+}
+
+// refill makes a non-empty buffer current, waiting for a load if one is
+// running. It returns nil when the caller should try the buffer again.
+func (k *Key) refill(ctx context.Context) error {
+	var waitFrom uint64
+	waiting := false
+	for {
+		k.mu.Lock()
+		if k.a.closed.Load() {
+			k.mu.Unlock()
+			return fmt.Errorf("key %q: %w", k.name, ErrClosed)
+		}
+		cur := k.cur.Load()
+		if cur.pos.Load() < cur.end {
+			k.mu.Unlock()
+			return nil // another caller switched
+		}
+		if k.next != nil {
+			k.cur.Store(k.next)
+			k.slot = k.next.slot
+			k.next = nil
+			k.mu.Unlock()
+			return nil
+		}
+		if waiting && k.attempts > waitFrom && k.lastErr != nil {
+			// The load we waited for failed.
+			err := k.lastErr
+			k.mu.Unlock()
+			return k.fail(err)
+		}
+		if k.lastErr != nil && k.loading && !permanent(k.lastErr) {
+			// The store is failing and the loader is backing off: fail
+			// now rather than make every caller wait for it.
+			err := k.lastErr
+			k.mu.Unlock()
+			return k.fail(err)
+		}
+		if !k.loading {
+			k.startLoadLocked()
+		}
+		if !waiting {
+			waiting, waitFrom = true, k.attempts
+		}
+		ch := k.changed
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("segment: key %q: waiting for a segment: %w", k.name, ctx.Err())
+		case <-k.a.ctx.Done():
+		}
+	}
+}
+
+// fail turns a load error into the error callers see. An unknown key that
+// never loaded is dropped from the cache, so requests for made-up keys do
+// not pile up.
+func (k *Key) fail(err error) error {
+	if errors.Is(err, ErrUnknownKey) {
+		k.mu.Lock()
+		never := !k.loaded
+		k.mu.Unlock()
+		if never {
+			k.a.forget(k)
+		}
+		return err
+	}
+	if permanent(err) {
+		return err
+	}
+	return fmt.Errorf("%w: key %q: buffers used up and the store failed: %w", ErrUnavailable, k.name, err)
+}
+
+// permanent reports errors that retrying will not fix.
+func permanent(err error) bool {
+	return errors.Is(err, ErrUnknownKey) || errors.Is(err, ErrOverflow) ||
+		errors.Is(err, ErrBadKey) || errors.Is(err, ErrBadStep) || errors.Is(err, ErrClosed)
+}
+
+func (k *Key) broadcastLocked() {
+	close(k.changed)
+	k.changed = make(chan struct{})
+}
+
+func (k *Key) startLoadLocked() {
+	if k.a.closed.Load() {
+		return
+	}
+	k.loading = true
+	k.a.wg.Add(1)
+	go k.loadLoop()
+}
+
+// loadLoop loads the next segment, retrying transient failures with
+// backoff until it succeeds, the error is permanent, or the Allocator
+// closes.
+func (k *Key) loadLoop() {
+	defer k.a.wg.Done()
+	a := k.a
+	backoff := a.opts.RetryMin
+	for {
+		b, err := k.loadOnce()
+		k.mu.Lock()
+		k.attempts++
+		if err == nil {
+			k.next, k.lastErr, k.loading = b, nil, false
+			k.broadcastLocked()
+			k.mu.Unlock()
+			return
+		}
+		k.lastErr = err
+		k.loadErrors++
+		stop := permanent(err) || a.closed.Load()
+		if stop {
+			k.loading = false
+		}
+		k.broadcastLocked()
+		k.mu.Unlock()
+		if stop {
+			return
+		}
+		if a.opts.Clock.Sleep(a.ctx, backoff) != nil {
+			k.mu.Lock()
+			k.loading = false
+			k.broadcastLocked()
+			k.mu.Unlock()
+			return
+		}
+		backoff = min(backoff*2, a.opts.RetryMax)
+	}
+}
+
+// loadOnce leases one segment and builds its buffer.
+func (k *Key) loadOnce() (*buffer, error) {
+	a := k.a
+	clk := a.opts.Clock
+	k.mu.Lock()
+	var step int64 // 0: the row's step
+	if k.loaded && !a.opts.Step.Fixed {
+		step = a.opts.Step.nextStep(k.step, k.minStep, clk.Mono()-k.lastLoad)
+	}
+	slot := 1 - k.slot
+	k.mu.Unlock()
+
+	t0 := clk.Mono()
+	seg, err := k.allocate(step)
+	lat := clk.Mono() - t0
+	if err == nil && (seg.End <= seg.Start || seg.Step < 1) {
+		err = fmt.Errorf("segment: key %q: store returned an empty segment [%d, %d) step %d", k.name, seg.Start, seg.End, seg.Step)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	b := &buffer{start: seg.Start, end: seg.End, delta: a.opts.Delta, slot: slot}
+	first := seg.Start
+	if r := mod(first, b.delta); r != a.opts.Remainder {
+		adj := a.opts.Remainder - r
+		if adj < 0 {
+			adj += b.delta
+		}
+		if first > math.MaxInt64-adj {
+			first = seg.End
+		} else {
+			first += adj
+		}
+	}
+	if first > seg.End {
+		first = seg.End
+	}
+	b.pos.Store(first)
+	size := seg.End - seg.Start
+	used := int64(float64(size) * a.opts.LoadAt)
+	if used < 0 || used > size {
+		used = size
+	}
+	b.trigger = seg.Start + used
+	if first >= seg.End {
+		b.triggered.Store(true) // nothing to serve: refill loads again
+	}
+
+	k.mu.Lock()
+	k.loaded = true
+	k.step = size
+	k.minStep = seg.Step
+	k.lastLoad = clk.Mono()
+	k.loads++
+	k.lastLat = lat
+	k.totalLat += lat
+	k.mu.Unlock()
+	return b, nil
+}
+
+func (k *Key) allocate(step int64) (Segment, error) {
+	a := k.a
+	ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
+	defer cancel()
+	seg, err := a.store.Allocate(ctx, k.name, step)
+	if errors.Is(err, ErrUnknownKey) && a.opts.AutoCreate {
+		cerr := a.store.Create(ctx, KeyInfo{Key: k.name, Step: a.opts.AutoCreateStep, Description: "auto-created by idmint"})
+		if cerr != nil && !errors.Is(cerr, ErrKeyExists) {
+			return Segment{}, cerr
+		}
+		seg, err = a.store.Allocate(ctx, k.name, step)
+	}
+	if err != nil && a.ctx.Err() != nil {
+		err = fmt.Errorf("key %q: %w", k.name, ErrClosed)
+	}
+	return seg, err
+}
+
+func mod(a, m int64) int64 {
+	r := a % m
+	if r < 0 {
+		r += m
+	}
+	return r
+}
+
+// CreateKey adds a key to the store. MaxID 0 means DefaultMaxID.
+func (a *Allocator) CreateKey(ctx context.Context, k KeyInfo) error {
+	k, err := ValidateKeyInfo(k)
+	if err != nil {
+		return err
+	}
+	return a.store.Create(ctx, k)
+}
+
+// Describe returns the store's row for key.
+func (a *Allocator) Describe(ctx context.Context, key string) (KeyInfo, error) {
+	if err := ValidateKey(key); err != nil {
+		return KeyInfo{}, err
+	}
+	return a.store.Get(ctx, key)
+}
+
+// Keys returns every row of the store, ordered by key (the /db view).
+func (a *Allocator) Keys(ctx context.Context) ([]KeyInfo, error) {
+	rows, err := a.store.List(ctx)
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Key < rows[j].Key })
+	return rows, err
+}
+
+// SetStep changes key's configured step in the store; this Allocator uses
+// it from its next load on (other Allocators from their next load too, as
+// the store reports the row's step with every segment).
+func (a *Allocator) SetStep(ctx context.Context, key string, step int64) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ValidateStep(step); err != nil {
+		return fmt.Errorf("key %q: %w", key, err)
+	}
+	if err := a.store.SetStep(ctx, key, step); err != nil {
+		return err
+	}
+	if k, ok := (*a.keys.Load())[key]; ok {
+		k.mu.Lock()
+		if k.loaded {
+			k.step, k.minStep = step, step
+		}
+		k.mu.Unlock()
+	}
+	return nil
+}
+
+// DeleteKey removes key from the store and drops this Allocator's buffers
+// for it (their IDs become gaps). Other Allocators keep serving their
+// buffers and fail with ErrUnknownKey at their next load.
+func (a *Allocator) DeleteKey(ctx context.Context, key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if err := a.store.Delete(ctx, key); err != nil {
+		return err
+	}
+	if k, ok := (*a.keys.Load())[key]; ok {
+		k.mu.Lock()
+		k.cur.Store(exhausted)
+		k.next = nil
+		k.loaded = false
+		k.broadcastLocked()
+		k.mu.Unlock()
+		a.forget(k)
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+// Package sqlstore keeps segments in Meituan Leaf's own table, leaf_alloc,
+// on SQLite, PostgreSQL or MySQL/MariaDB, so a Leaf user points idmint at
+// the table they already have and keeps going.
+//
+// The table, as Leaf publishes it (Meituan-Dianping/Leaf,
+// scripts/leaf_alloc.sql):
+//
+//	CREATE TABLE `leaf_alloc` (
+//	  `biz_tag` varchar(128) NOT NULL DEFAULT '',
+//	  `max_id` bigint(20) NOT NULL DEFAULT '1',
+//	  `step` int(11) NOT NULL,
+//	  `description` varchar(256) DEFAULT NULL,
+//	  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+//	  PRIMARY KEY (`biz_tag`)
+//	) ENGINE=InnoDB;
+//
+// idmint adds no columns. An allocation moves max_id exactly as Leaf's
+// IDAllocMapper does — "UPDATE leaf_alloc SET max_id = max_id + step" (or
+// a custom step for the dynamic step) and read back max_id and step in the
+// same transaction — and the segment is [new max_id - step, new max_id),
+// as in Leaf's SegmentIDGenImpl.updateSegmentFromDb. Leaf and idmint nodes
+// may therefore share one table during a migration without ever issuing
+// the same number.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/sqldb"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migrate creates the leaf_alloc table if it does not exist. It is
+// idempotent and leaves an existing Leaf table untouched.
+func Migrate(ctx context.Context, db *sqldb.DB) error {
+	return sqldb.Migrate(ctx, db, migrations, "migrations")
+}
+
+// Store is a segment.Store on a SQL database. Safe for concurrent use by
+// many goroutines and processes.
+type Store struct {
+	db   *sqldb.DB
+	owns bool
+
+	allocStep, allocRow, selectRow string // rebound queries
+}
+
+var _ segment.Store = (*Store)(nil)
+
+// Open opens the database at url (see sqldb.Open), applies the
+// migrations, and returns a Store that closes the database on Close.
+func Open(ctx context.Context, url string) (*Store, error) {
+	db, err := sqldb.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := New(db)
+	s.owns = true
+	return s, nil
+}
+
+// New returns a Store on db, which must already be migrated. Close does
+// not close db.
+func New(db *sqldb.DB) *Store {
+	d := db.Dialect
+	return &Store{
+		db: db,
+		allocStep: d.Rebind("UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP" +
+			" WHERE biz_tag = ? AND step > 0 AND max_id <= ? RETURNING max_id, step"),
+		allocRow: d.Rebind("UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP" +
+			" WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step RETURNING max_id, step"),
+		selectRow: d.Rebind("SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag = ?"),
+	}
+}
+
+// DB returns the database the Store uses.
+func (s *Store) DB() *sqldb.DB { return s.db }
+
+// Close closes the database if Open opened it.
+func (s *Store) Close() error {
+	if s.owns {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// Allocate moves max_id up in one statement (PostgreSQL, SQLite: UPDATE
+// ... RETURNING) or one transaction holding the row lock (MySQL: SELECT
+// ... FOR UPDATE, then UPDATE). A row whose step column is not positive is
+// refused with ErrBadStep rather than leased as an empty range.
+func (s *Store) Allocate(ctx context.Context, key string, step int64) (segment.Segment, error) {
+	if err := segment.ValidateAllocate(key, step); err != nil {
+		return segment.Segment{}, err
+	}
+	if s.db.Dialect == sqldb.MySQL {
+		return s.allocateTx(ctx, key, step)
+	}
+	var row *sql.Row
+	if step > 0 {
+		row = s.db.QueryRowContext(ctx, s.allocStep, step, key, int64(math.MaxInt64)-step)
+	} else {
+		row = s.db.QueryRowContext(ctx, s.allocRow, key)
+	}
+	var maxID, rowStep int64
+	err := row.Scan(&maxID, &rowStep)
+	if errors.Is(err, sql.ErrNoRows) {
+		return segment.Segment{}, s.whyNot(ctx, s.db.DB, key, step)
+	}
+	if err != nil {
+		return segment.Segment{}, fmt.Errorf("sqlstore: allocate %q: %w", key, err)
+	}
+	used := step
+	if used == 0 {
+		used = rowStep
+	}
+	return segment.Segment{Start: maxID - used, End: maxID, Step: rowStep}, nil
+}
+
+func (s *Store) allocateTx(ctx context.Context, key string, step int64) (segment.Segment, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return segment.Segment{}, fmt.Errorf("sqlstore: allocate %q: begin: %w", key, err)
+	}
+	defer tx.Rollback()
+	var maxID, rowStep int64
+	err = tx.QueryRowContext(ctx, "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE", key).Scan(&maxID, &rowStep)
+	if errors.Is(err, sql.ErrNoRows) {
+		return segment.Segment{}, fmt.Errorf("%w: %q", segment.ErrUnknownKey, key)
+	}
+	if err != nil {
+		return segment.Segment{}, fmt.Errorf("sqlstore: allocate %q: %w", key, err)
+	}
+	used := step
+	if used == 0 {
+		used = rowStep
+	}
+	if rowStep <= 0 {
+		return segment.Segment{}, fmt.Errorf("%w: key %q: step column is %d", segment.ErrBadStep, key, rowStep)
+	}
+	if !segment.CanAdvance(maxID, used) {
+		return segment.Segment{}, segment.OverflowError(key, maxID, used)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?", maxID+used, key); err != nil {
+		return segment.Segment{}, fmt.Errorf("sqlstore: allocate %q: %w", key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return segment.Segment{}, fmt.Errorf("sqlstore: allocate %q: commit: %w", key, err)
+	}
+	return segment.Segment{Start: maxID, End: maxID + used, Step: rowStep}, nil
+}
+
+// whyNot explains an UPDATE that matched no row.
+func (s *Store) whyNot(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, key string, step int64) error {
+	var maxID, rowStep int64
+	err := q.QueryRowContext(ctx, s.db.Dialect.Rebind("SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?"), key).Scan(&maxID, &rowStep)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %q", segment.ErrUnknownKey, key)
+	case err != nil:
+		return fmt.Errorf("sqlstore: allocate %q: %w", key, err)
+	case rowStep <= 0:
+		return fmt.Errorf("%w: key %q: step column is %d", segment.ErrBadStep, key, rowStep)
+	}
+	if step == 0 {
+		step = rowStep
+	}
+	return segment.OverflowError(key, maxID, step)
+}
+
+// Create inserts a row.
+func (s *Store) Create(ctx context.Context, k segment.KeyInfo) error {
+	k, err := segment.ValidateKeyInfo(k)
+	if err != nil {
+		return err
+	}
+	var desc any
+	if k.Description != "" {
+		desc = k.Description
+	}
+	_, err = s.db.ExecContext(ctx, s.db.Dialect.Rebind(
+		"INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)"),
+		k.Key, k.MaxID, k.Step, desc)
+	if sqldb.IsDuplicate(err) {
+		return fmt.Errorf("%w: %q", segment.ErrKeyExists, k.Key)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: create %q: %w", k.Key, err)
+	}
+	return nil
+}
+
+func scanInfo(sc interface{ Scan(...any) error }) (segment.KeyInfo, error) {
+	var k segment.KeyInfo
+	var desc sql.NullString
+	var t sql.NullTime
+	if err := sc.Scan(&k.Key, &k.MaxID, &k.Step, &desc, &t); err != nil {
+		return k, err
+	}
+	k.Description = desc.String
+	if t.Valid {
+		k.UpdateTime = t.Time.UTC()
+	}
+	return k, nil
+}
+
+// Get reads one row.
+func (s *Store) Get(ctx context.Context, key string) (segment.KeyInfo, error) {
+	if err := segment.ValidateKey(key); err != nil {
+		return segment.KeyInfo{}, err
+	}
+	k, err := scanInfo(s.db.QueryRowContext(ctx, s.selectRow, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, fmt.Errorf("%w: %q", segment.ErrUnknownKey, key)
+	}
+	if err != nil {
+		return k, fmt.Errorf("sqlstore: get %q: %w", key, err)
+	}
+	return k, nil
+}
+
+// List reads every row, ordered by biz_tag.
+func (s *Store) List(ctx context.Context) ([]segment.KeyInfo, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag")
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: list: %w", err)
+	}
+	defer rows.Close()
+	var out []segment.KeyInfo
+	for rows.Next() {
+		k, err := scanInfo(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: list: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: list: %w", err)
+	}
+	return out, nil
+}
+
+// SetStep changes the step column.
+func (s *Store) SetStep(ctx context.Context, key string, step int64) error {
+	if err := segment.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := segment.ValidateStep(step); err != nil {
+		return fmt.Errorf("key %q: %w", key, err)
+	}
+	res, err := s.db.ExecContext(ctx, s.db.Dialect.Rebind("UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?"), step, key)
+	return s.affected(ctx, "set step of", key, res, err)
+}
+
+// Delete removes the row.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := segment.ValidateKey(key); err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, s.db.Dialect.Rebind("DELETE FROM leaf_alloc WHERE biz_tag = ?"), key)
+	return s.affected(ctx, "delete", key, res, err)
+}
+
+// affected turns "no row changed" into ErrUnknownKey — after checking,
+// since MySQL counts only rows whose values changed.
+func (s *Store) affected(ctx context.Context, op, key string, res sql.Result, err error) error {
+	if err != nil {
+		return fmt.Errorf("sqlstore: %s %q: %w", op, key, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		return nil
+	}
+	if _, err := s.Get(ctx, key); err != nil {
+		return err
+	}
+	return nil
+}

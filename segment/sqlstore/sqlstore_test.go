@@ -1,0 +1,263 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/segment/segmenttest"
+	"github.com/idmint/idmint/segment/sqlstore"
+	"github.com/idmint/idmint/sqldb"
+)
+
+func opener(t *testing.T, url string) segmenttest.Opener {
+	t.Helper()
+	return func() segment.Store {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := sqlstore.Open(ctx, url)
+		if err != nil {
+			t.Errorf("sqlstore.Open: %v", err)
+			return brokenStore{err}
+		}
+		return s
+	}
+}
+
+// brokenStore stands in when Open fails inside a goroutine (t.Fatal may
+// not be called there); every call returns the error.
+type brokenStore struct{ err error }
+
+func (b brokenStore) Allocate(context.Context, string, int64) (segment.Segment, error) {
+	return segment.Segment{}, b.err
+}
+func (b brokenStore) Create(context.Context, segment.KeyInfo) error { return b.err }
+func (b brokenStore) Get(context.Context, string) (segment.KeyInfo, error) {
+	return segment.KeyInfo{}, b.err
+}
+func (b brokenStore) List(context.Context) ([]segment.KeyInfo, error) { return nil, b.err }
+func (b brokenStore) SetStep(context.Context, string, int64) error    { return b.err }
+func (b brokenStore) Delete(context.Context, string) error            { return b.err }
+func (b brokenStore) Close() error                                    { return nil }
+
+func TestContractSQLite(t *testing.T) {
+	segmenttest.Run(t, func(t *testing.T) segmenttest.Opener {
+		return opener(t, "sqlite://"+filepath.Join(t.TempDir(), "idmint.db"))
+	})
+}
+
+func TestContractPostgres(t *testing.T) {
+	testserver.Addr(t, testserver.Postgres)
+	segmenttest.Run(t, func(t *testing.T) segmenttest.Opener {
+		return opener(t, testserver.Database(t, testserver.Postgres))
+	})
+}
+
+func TestContractMariaDB(t *testing.T) {
+	testserver.Addr(t, testserver.MariaDB)
+	segmenttest.Run(t, func(t *testing.T) segmenttest.Opener {
+		return opener(t, testserver.Database(t, testserver.MariaDB))
+	})
+}
+
+// leafDDL is Leaf's published table (Meituan-Dianping/Leaf,
+// scripts/leaf_alloc.sql), verbatim for MySQL/MariaDB, and the same columns
+// for the other two, which have no ON UPDATE clause.
+var leafDDL = map[sqldb.Dialect]string{
+	sqldb.MySQL: "CREATE TABLE `leaf_alloc` (\n" +
+		"  `biz_tag` varchar(128)  NOT NULL DEFAULT '',\n" +
+		"  `max_id` bigint(20) NOT NULL DEFAULT '1',\n" +
+		"  `step` int(11) NOT NULL,\n" +
+		"  `description` varchar(256)  DEFAULT NULL,\n" +
+		"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+		"  PRIMARY KEY (`biz_tag`)\n" +
+		") ENGINE=InnoDB",
+	sqldb.Postgres: "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint NOT NULL DEFAULT 1," +
+		" step int NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))",
+	sqldb.SQLite: "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint NOT NULL DEFAULT 1," +
+		" step int NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))",
+}
+
+// TestLeafCompatibility creates the table with Leaf's own DDL and the row
+// Leaf's README inserts ('leaf-segment-test', max_id 1, step 2000), then
+// runs idmint on it: the migration leaves the table alone, and max_id moves
+// as Leaf's IDAllocMapper moves it (max_id = max_id + step per segment,
+// segment [max_id - step, max_id), first ID 1).
+func TestLeafCompatibility(t *testing.T) {
+	urls := map[string]string{"sqlite": "sqlite://" + filepath.Join(t.TempDir(), "leaf.db")}
+	if os.Getenv("IDMINT_TEST_POSTGRES") != "" || os.Getenv("CI") == "true" {
+		urls["postgres"] = testserver.Database(t, testserver.Postgres)
+	}
+	if os.Getenv("IDMINT_TEST_MYSQL") != "" || os.Getenv("CI") == "true" {
+		urls["mariadb"] = testserver.Database(t, testserver.MariaDB)
+	}
+	for name, url := range urls {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			db, err := sqldb.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.ExecContext(ctx, leafDDL[db.Dialect]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, "INSERT INTO leaf_alloc(biz_tag, max_id, step, description) VALUES('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')"); err != nil {
+				t.Fatal(err)
+			}
+			if err := sqlstore.Migrate(ctx, db); err != nil { // must tolerate Leaf's table
+				t.Fatal(err)
+			}
+			store := sqlstore.New(db)
+			a, err := segment.New(store, segment.Options{Step: segment.StepPolicy{Fixed: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			readMax := func() int64 {
+				var m int64
+				if err := db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = 'leaf-segment-test'").Scan(&m); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			k, _ := a.Key("leaf-segment-test")
+			for i := int64(1); i <= 2000; i++ {
+				id, err := k.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if id != i {
+					t.Fatalf("ID %d = %d, want %d (Leaf's first segment is [1, 2001))", i, id, i)
+				}
+			}
+			// The first 2000 IDs came from [1, 2001); the next segment,
+			// [2001, 4001), was loaded in the background at 10 %.
+			waitFor(t, func() bool { return k.Stats().NextReady })
+			if m := readMax(); m != 4001 {
+				t.Fatalf("max_id = %d after one segment and the prefetch, want 4001", m)
+			}
+			if id, _ := k.Next(ctx); id != 2001 {
+				t.Fatalf("first ID of the second segment = %d, want 2001", id)
+			}
+			var desc string
+			if err := db.QueryRowContext(ctx, "SELECT description FROM leaf_alloc WHERE biz_tag = 'leaf-segment-test'").Scan(&desc); err != nil || desc != "Test leaf Segment Mode Get Id" {
+				t.Fatalf("description = %q, %v", desc, err)
+			}
+		})
+	}
+}
+
+// TestOutage stops a private PostgreSQL mid-run: buffered IDs keep coming,
+// past them Next fails at once with ErrUnavailable (well before the
+// caller's deadline), and after the server restarts allocation recovers
+// without a new Allocator.
+func TestOutage(t *testing.T) {
+	srv := testserver.Start(t, testserver.Postgres)
+	url := srv.Addr() + "&connect_timeout=2"
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Create(ctx, segment.KeyInfo{Key: "o", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := segment.New(store, segment.Options{
+		Step:        segment.StepPolicy{Fixed: true},
+		LoadTimeout: 2 * time.Second,
+		RetryMin:    20 * time.Millisecond,
+		RetryMax:    200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	seen := map[int64]bool{}
+	take := func() (int64, error) {
+		id, err := a.Next(ctx, "o")
+		if err == nil {
+			if seen[id] {
+				t.Fatalf("ID %d repeated", id)
+			}
+			seen[id] = true
+		}
+		return id, err
+	}
+	for range 50 {
+		if _, err := take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return a.Stats()[0].NextReady })
+	srv.Stop(t)
+	// 50 left in the current segment, 100 in the next: all still served.
+	for i := range 150 {
+		if _, err := take(); err != nil {
+			t.Fatalf("buffered ID %d failed during the outage: %v", i, err)
+		}
+	}
+	// Past the buffers: a clear, prompt error, within the caller's deadline.
+	var failed error
+	for range 20 {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		t0 := time.Now()
+		_, err := a.Next(dctx, "o")
+		cancel()
+		if err == nil {
+			t.Fatal("Next succeeded with the store down and the buffers used up")
+		}
+		if d := time.Since(t0); d > 5*time.Second+500*time.Millisecond {
+			t.Fatalf("Next took %v, past the caller's 5 s deadline", d)
+		}
+		if errors.Is(err, segment.ErrUnavailable) {
+			failed = err
+			break
+		}
+	}
+	if failed == nil {
+		t.Fatal("no ErrUnavailable while the store was down")
+	}
+	t.Logf("error during the outage: %v", failed)
+	srv.Restart(t)
+	waitFor(t, func() bool {
+		_, err := take()
+		return err == nil
+	})
+	for range 300 {
+		if _, err := take(); err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+	}
+	if st := a.Stats()[0]; st.LoadErrors == 0 || st.Loads < 4 {
+		t.Fatalf("stats after the outage = %+v", st)
+	}
+}
+
+// waitFor polls cond: the thing waited for happens on a real server, so no
+// fake clock can tell when.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestOpenBadURL(t *testing.T) {
+	t.Parallel()
+	_, err := sqlstore.Open(context.Background(), "postgres://u:hunter2@/db")
+	if !errors.Is(err, sqldb.ErrURL) {
+		t.Fatalf("Open(bad url) = %v", err)
+	}
+}

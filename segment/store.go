@@ -1,0 +1,174 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on keys and steps, shared by every store.
+const (
+	// MaxKeyLen is the longest key in bytes: Leaf's biz_tag is varchar(128).
+	MaxKeyLen = 128
+	// MaxStep is the largest step a key may be configured with or an
+	// allocation may ask for: Leaf's step column is int(11), a 32-bit int.
+	MaxStep = math.MaxInt32
+	// DefaultMaxID is the max_id of a key created without one: Leaf's
+	// column default, so a new key's first ID is 1.
+	DefaultMaxID = 1
+)
+
+// Errors. Stores and the Allocator wrap them with the key and value at
+// fault; test with errors.Is.
+var (
+	// ErrUnknownKey: the store has no row for the key.
+	ErrUnknownKey = errors.New("segment: unknown key")
+	// ErrKeyExists: Create found a row for the key already.
+	ErrKeyExists = errors.New("segment: key exists")
+	// ErrBadKey: a key is empty, longer than MaxKeyLen bytes, not UTF-8 or
+	// holds control characters.
+	ErrBadKey = errors.New("segment: bad key")
+	// ErrBadStep: a step is not in [1, MaxStep].
+	ErrBadStep = errors.New("segment: bad step")
+	// ErrBadMaxID: a max_id given to Create is negative.
+	ErrBadMaxID = errors.New("segment: bad max_id")
+	// ErrOverflow: max_id + step would pass 2^63-1; the key's number line
+	// is used up. Nothing changed.
+	ErrOverflow = errors.New("segment: max_id would overflow int64")
+	// ErrUnavailable: the key's buffers are used up and the store cannot
+	// give another segment now. The error also wraps the store's error.
+	ErrUnavailable = errors.New("segment: no IDs available")
+	// ErrClosed: the Allocator was closed.
+	ErrClosed = errors.New("segment: allocator closed")
+	// ErrBadCount: a Range or NextN asked for no IDs.
+	ErrBadCount = errors.New("segment: bad count")
+	// ErrBadOptions: Options failed validation.
+	ErrBadOptions = errors.New("segment: bad options")
+)
+
+// Segment is one allocation: the numbers [Start, End) now belong to the
+// caller alone. Step is the key's configured step at the time of the
+// allocation (the row's step column), which may differ from End-Start when
+// the caller asked for another size.
+type Segment struct {
+	Start, End int64
+	Step       int64
+}
+
+// KeyInfo is one row of the store.
+type KeyInfo struct {
+	// Key is the key's name (Leaf's biz_tag).
+	Key string
+	// MaxID is the end of the last segment leased: every ID issued so far
+	// is below it, and the next segment starts at it.
+	MaxID int64
+	// Step is the configured lease size.
+	Step int64
+	// Description is free text for operators.
+	Description string
+	// UpdateTime is when the row last changed (zero if the store does not
+	// know).
+	UpdateTime time.Time
+}
+
+// Store leases segments. Implementations must be safe for concurrent use
+// by many processes: every Allocate is one atomic operation (one
+// transaction or one command) that moves max_id up, and max_id never
+// moves down (U5).
+type Store interface {
+	// Allocate moves key's max_id up by step (by the row's own step when
+	// step is 0) and returns the range between the old and new max_id.
+	// Errors: ErrUnknownKey, ErrOverflow (nothing changed), ErrBadKey,
+	// ErrBadStep, or the store's own error.
+	Allocate(ctx context.Context, key string, step int64) (Segment, error)
+	// Create adds a key. MaxID 0 means DefaultMaxID. Errors: ErrKeyExists,
+	// ErrBadKey, ErrBadStep, ErrBadMaxID.
+	Create(ctx context.Context, k KeyInfo) error
+	// Get describes one key. Errors: ErrUnknownKey, ErrBadKey.
+	Get(ctx context.Context, key string) (KeyInfo, error)
+	// List describes every key, ordered by name.
+	List(ctx context.Context) ([]KeyInfo, error)
+	// SetStep changes a key's configured step. Errors: ErrUnknownKey,
+	// ErrBadKey, ErrBadStep.
+	SetStep(ctx context.Context, key string, step int64) error
+	// Delete removes a key. Re-creating it later with a MaxID below the
+	// deleted row's max_id would reissue numbers: do not. Errors:
+	// ErrUnknownKey, ErrBadKey.
+	Delete(ctx context.Context, key string) error
+	// Close releases the store's connections.
+	Close() error
+}
+
+// ValidateKey returns nil if key is usable: 1 to MaxKeyLen bytes of UTF-8
+// without control characters. Otherwise the error wraps ErrBadKey.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: key is empty", ErrBadKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: key %q... is %d bytes, longer than %d", ErrBadKey, key[:16], len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrBadKey, key)
+	}
+	for _, r := range key {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: key %q holds control character %U", ErrBadKey, key, r)
+		}
+	}
+	return nil
+}
+
+// ValidateStep returns nil if step is in [1, MaxStep]; otherwise an error
+// wrapping ErrBadStep that names the value.
+func ValidateStep(step int64) error {
+	if step < 1 || step > MaxStep {
+		return fmt.Errorf("%w: step %d is not in [1, %d]", ErrBadStep, step, MaxStep)
+	}
+	return nil
+}
+
+// ValidateAllocate checks the arguments of Store.Allocate: a valid key and
+// a step of 0 (the row's step) or in [1, MaxStep].
+func ValidateAllocate(key string, step int64) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if step != 0 {
+		return ValidateStep(step)
+	}
+	return nil
+}
+
+// ValidateKeyInfo checks a KeyInfo for Store.Create and returns it with
+// defaults applied (MaxID 0 becomes DefaultMaxID).
+func ValidateKeyInfo(k KeyInfo) (KeyInfo, error) {
+	if err := ValidateKey(k.Key); err != nil {
+		return k, err
+	}
+	if err := ValidateStep(k.Step); err != nil {
+		return k, fmt.Errorf("key %q: %w", k.Key, err)
+	}
+	if k.MaxID < 0 {
+		return k, fmt.Errorf("%w: key %q: max_id %d is negative", ErrBadMaxID, k.Key, k.MaxID)
+	}
+	if k.MaxID == 0 {
+		k.MaxID = DefaultMaxID
+	}
+	if len(k.Description) > 256 {
+		return k, fmt.Errorf("%w: key %q: description is %d bytes, longer than 256", ErrBadKey, k.Key, len(k.Description))
+	}
+	return k, nil
+}
+
+// CanAdvance reports whether max_id can move up by step without passing
+// 2^63-1; stores use it to return ErrOverflow before changing anything.
+func CanAdvance(maxID, step int64) bool { return step >= 0 && maxID <= math.MaxInt64-step }
+
+// OverflowError returns the ErrOverflow error stores report for key.
+func OverflowError(key string, maxID, step int64) error {
+	return fmt.Errorf("%w: key %q: max_id %d + step %d > %d", ErrOverflow, key, maxID, step, int64(math.MaxInt64))
+}
