@@ -22,7 +22,7 @@ type Allocator struct {
 	wg     sync.WaitGroup // loaders
 	closed atomic.Bool
 
-	mu   sync.Mutex                     // serialises changes to keys
+	mu   sync.Mutex                      // serialises changes to keys
 	keys atomic.Pointer[map[string]*Key] // copy on write: lookups take no lock
 }
 
