@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// runCLI runs idmint with args and returns its exit status and output.
+func runCLI(t testing.TB, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	code := run(context.Background(), e, args)
+	return code, out.String(), errb.String()
+}
+
+// Real IDs and what their issuers say they contain.
+func TestDecodeRealIDs(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		// Twitter API docs' example Tweet object: id 1050118621198921728,
+		// created_at "Wed Oct 10 20:19:24 +0000 2018".
+		{[]string{"decode", "1050118621198921728", "--layout", "twitter"},
+			[]string{"time       2018-10-10T20:19:24.211Z", "datacenter 10", "worker     27", "sequence   0"}},
+		// Discord's developer docs (Reference, Snowflakes): 175928847299117063
+		// is 2016-04-30 11:18:25.796 UTC, worker 1, process 0, increment 7.
+		{[]string{"decode", "--layout", "discord", "175928847299117063"},
+			[]string{"time       2016-04-30T11:18:25.796Z", "worker     1", "process    0", "sequence   7"}},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+}
+
+func TestDecodeJSON(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "decode", "175928847299117063", "--layout", "discord", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, out)
+	}
+	if m["time"] != "2016-04-30T11:18:25.796Z" || m["sequence"] != "7" || m["id"] != "175928847299117063" {
+		t.Fatalf("decoded %v", m)
+	}
+}
+
+func TestGenSnowflakeRoundTrip(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "worker=3,datacenter=1", "-n", "1000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Fields(out)
+	if len(lines) != 1000 {
+		t.Fatalf("got %d IDs, want 1000", len(lines))
+	}
+	var prev int64
+	for _, l := range lines {
+		id, err := strconv.ParseInt(l, 10, 64)
+		if err != nil || id <= prev {
+			t.Fatalf("ID %q not increasing after %d (%v)", l, prev, err)
+		}
+		prev = id
+	}
+	code, out, _ = runCLI(t, "decode", lines[0], "--layout", "twitter")
+	if code != 0 || !strings.Contains(out, "datacenter 1") || !strings.Contains(out, "worker     3") {
+		t.Fatalf("decode of a generated ID: exit %d\n%s", code, out)
+	}
+}
+
+func TestGenHorizonFile(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/horizon"
+	var last int64
+	for run := 0; run < 2; run++ {
+		code, out, errOut := runCLI(t, "gen", "snowflake", "--node", "worker=1,datacenter=1", "--horizon", path, "-n", "10")
+		if code != 0 {
+			t.Fatalf("run %d: exit %d: %s", run, code, errOut)
+		}
+		for _, l := range strings.Fields(out) {
+			id, _ := strconv.ParseInt(l, 10, 64)
+			if id <= last {
+				t.Fatalf("run %d issued %d, not above %d from before", run, id, last)
+			}
+			last = id
+		}
+	}
+}
+
+func TestBadInputExits2(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want string // the flag or argument and the value the message must name
+	}{
+		{[]string{"nope"}, `"nope"`},
+		{[]string{"gen"}, "missing kind"},
+		{[]string{"gen", "rocket"}, `"rocket"`},
+		{[]string{"gen", "snowflake", "--node", "worker=3,datacenter=1", "-n", "0"}, "-n: 0"},
+		{[]string{"gen", "snowflake", "--node", "worker=3,datacenter=1", "-n", "x"}, `"x"`},
+		{[]string{"gen", "snowflake", "--node", "worker=32,datacenter=1"}, "32"},
+		{[]string{"gen", "snowflake", "--node", "worker=1"}, "datacenter"},
+		{[]string{"gen", "snowflake", "--layout", "nosuch"}, "nosuch"},
+		{[]string{"gen", "snowflake", "--layout", "baidu", "--node", "worker=1"}, "baidu"},
+		{[]string{"gen", "snowflake", "--node", "worker=a"}, "worker"},
+		{[]string{"decode"}, "missing argument"},
+		{[]string{"decode", "abc"}, `"abc"`},
+		{[]string{"decode", "-5"}, "-5"},
+		{[]string{"decode", "1", "--layout", "time=70:1ms,seq=12,epoch=2020-01-01"}, "70"},
+		{[]string{"layouts", "--bogus"}, "bogus"},
+	}
+	for _, c := range cases {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
+			continue
+		}
+		if !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: stderr %q does not name %q", c.args, errOut, c.want)
+		}
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
+	if code, out, _ := runCLI(t); code != 0 || !strings.Contains(out, "decode") {
+		t.Fatalf("help: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, "version"); code != 0 || !strings.HasPrefix(out, "idmint ") {
+		t.Fatalf("version: exit %d %q", code, out)
+	}
+	if code, out, _ := runCLI(t, "layouts"); code != 0 || !strings.Contains(out, "EXPIRED") || !strings.Contains(out, "twitter") {
+		t.Fatalf("layouts: exit %d\n%s", code, out)
+	}
+}
+
+// FuzzArgs feeds arbitrary argument lists to the CLI: whatever they are, it
+// must not panic, and it must exit 0, 1 or 2.
+func FuzzArgs(f *testing.F) {
+	f.Add("decode\x001050118621198921728\x00--layout\x00twitter")
+	f.Add("gen\x00snowflake\x00--node\x00worker=1,datacenter=2\x00-n\x003")
+	f.Add("gen\x00snowflake\x00--layout\x00time=41:1ms,worker=10,seq=12,epoch=2020-01-01")
+	f.Add("layouts\x00--spec")
+	f.Fuzz(func(t *testing.T, joined string) {
+		args := strings.Split(joined, "\x00")
+		for _, a := range args {
+			if a == "serve" || a == "-n" { // never start servers or issue millions of IDs
+				return
+			}
+		}
+		code, _, _ := runCLI(t, args...)
+		if code < 0 || code > 2 {
+			t.Fatalf("%q: exit %d", args, code)
+		}
+	})
+}

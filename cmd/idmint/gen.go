@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/idmint/idmint/node"
+	"github.com/idmint/idmint/snowflake"
+)
+
+func init() {
+	register(command{name: "gen", summary: "issue IDs: idmint gen <kind> [flags] (kinds: " + genKindList() + ")", run: runGen})
+}
+
+// genKinds maps `idmint gen <kind>` to its implementation. Each returns its
+// IDs as text, one per line.
+var genKinds = map[string]func(ctx context.Context, e *env, args []string) error{
+	"snowflake": genSnowflake,
+}
+
+func genKindList() string {
+	return "snowflake, uuid, ulid, ksuid, xid, objectid, flake128"
+}
+
+func runGen(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		return usagef("missing kind: idmint gen <kind> [flags], kind is one of: %s", kindNames(genKinds))
+	}
+	f, ok := genKinds[args[0]]
+	if !ok {
+		return usagef("kind %q is unknown (want one of: %s)", args[0], kindNames(genKinds))
+	}
+	return f(ctx, e, args[1:])
+}
+
+// countFlag checks -n: at least 1 and at most max.
+func countFlag(n, max int) error {
+	if n < 1 || n > max {
+		return usagef("flag -n: %d is out of range (1..%d)", n, max)
+	}
+	return nil
+}
+
+const maxGen = 10_000_000
+
+func genSnowflake(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "gen snowflake", "[--layout NAME|SPEC] [--node name=v,...] [--coordinator URL] [--horizon FILE] [-n N]")
+	layoutText := fs.String("layout", "twitter", "built-in layout name (see `idmint layouts`) or a spec such as time=41:1ms,worker=10,seq=12,epoch=2010-11-04T01:42:54.657Z")
+	nodeText := fs.String("node", "", "node field values, e.g. datacenter=1,worker=3 (every node field of the layout must be set, unless --coordinator assigns the worker)")
+	coord := fs.String("coordinator", "", "lease the worker ID from a coordinator: file:///path, etcd://host:2379/prefix, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path")
+	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing below it (without --coordinator)")
+	n := fs.Int("n", 1, "how many IDs to issue")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := countFlag(*n, maxGen); err != nil {
+		return err
+	}
+	layout, err := snowflake.ParseLayout(*layoutText)
+	if err != nil {
+		return usagef("flag --layout: %v", err)
+	}
+	nodeVals, err := snowflake.ParseNode(*nodeText)
+	if err != nil {
+		return usagef("flag --node: %v", err)
+	}
+	var next func(ctx context.Context, dst []int64) (int, error)
+	if *coord != "" {
+		if *horizon != "" {
+			return usagef("flag --horizon: %q cannot be combined with --coordinator (the coordinator records the horizon)", *horizon)
+		}
+		nd, err := node.New(ctx, node.Config{Layout: layout, Coordinator: *coord, Node: nodeVals})
+		if err != nil {
+			return err
+		}
+		defer nd.Close()
+		next = nd.NextN
+	} else {
+		s := snowflake.Settings{Node: nodeVals}
+		if *horizon != "" {
+			s.Horizon = snowflake.NewFileHorizon(*horizon)
+		}
+		g, err := snowflake.New(layout, s)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		defer g.Close()
+		next = g.NextN
+	}
+	return writeInt64s(ctx, e, *n, next)
+}
+
+// writeInt64s issues n IDs in batches and prints one per line.
+func writeInt64s(ctx context.Context, e *env, n int, next func(context.Context, []int64) (int, error)) error {
+	buf := make([]int64, min(n, 4096))
+	out := make([]byte, 0, 64*1024)
+	for n > 0 {
+		got, err := next(ctx, buf[:min(n, len(buf))])
+		for _, id := range buf[:got] {
+			out = strconv.AppendInt(out, id, 10)
+			out = append(out, '\n')
+		}
+		if len(out) > 48*1024 || err != nil || got == n {
+			if _, werr := e.stdout.Write(out); werr != nil {
+				return werr
+			}
+			out = out[:0]
+		}
+		if err != nil {
+			return err
+		}
+		n -= got
+	}
+	_, err := e.stdout.Write(out)
+	return err
+}
+
+// kindNames lists a map's keys, sorted, comma-separated.
+func kindNames[V any](m map[string]V) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
