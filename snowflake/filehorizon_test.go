@@ -258,6 +258,23 @@ func TestHorizonErrors(t *testing.T) {
 	m.mu.Unlock()
 	mustNext(t, g)
 
+	// A failing background extension neither stops IDs below the recorded
+	// horizon nor is retried on every call.
+	m4 := &memHorizon{}
+	g4, f4 := newGen(t, l, Settings{Horizon: m4, HorizonLead: time.Second})
+	mustNext(t, g4)
+	m4.mu.Lock()
+	m4.err, m4.extends = boom, 0
+	m4.mu.Unlock()
+	f4.Advance(700 * time.Millisecond) // past half the lead, below the horizon
+	for range 100 {
+		mustNext(t, g4)
+	}
+	g4.Close() // waits for the background extension
+	if m4.extends != 1 {
+		t.Fatalf("%d background Extend calls after a failure, want 1", m4.extends)
+	}
+
 	// A caller's ctx ends its wait for an extension, not the extension.
 	m2 := &memHorizon{gate: make(chan struct{})}
 	g2, _ := newGen(t, l, Settings{Horizon: m2})

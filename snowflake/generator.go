@@ -114,8 +114,9 @@ type Settings struct {
 	Fence Fence
 	// Coarse is how often a background goroutine refreshes the cached tick
 	// the fast path stamps IDs with, when Clock is a *clock.Real. Zero means
-	// 1 ms; negative means read the clock on every ID (about 40-60 ns more
-	// per ID). Other clocks (clock.Fake) are always read on every ID.
+	// 1 ms; negative means read the clock on every ID (one clock read and
+	// a division more per ID: 40-150 ns here). Other clocks (clock.Fake) are
+	// always read on every ID.
 	Coarse time.Duration
 	// Rand returns a uniform value in [0, n) for random sequence starts.
 	// Nil means math/rand/v2's Int64N.
@@ -131,6 +132,7 @@ const (
 	refreshEvery     = 64 // the fast path re-reads the clock every this many IDs
 	noHorizon        = math.MaxInt64
 	beforeAnyHorizon = -1 << 62
+	extendBackoff    = 100 * time.Millisecond
 )
 
 // Generator issues IDs for one node of a Layout. It is safe for concurrent
@@ -178,7 +180,8 @@ type Generator struct {
 	hz        atomic.Int64 // hard horizon tick
 	tickerOn  atomic.Bool
 	closed    atomic.Bool
-	mu        sync.Mutex // guards inflight, loaded, goroutine starts; never held across I/O or waits
+	retryAt   atomic.Int64 // Mono before which no background extension is retried
+	mu        sync.Mutex   // guards inflight, loaded, goroutine starts; never held across I/O or waits
 	inflight  *extension
 	loaded    bool
 	wg        sync.WaitGroup
@@ -298,7 +301,9 @@ func (g *Generator) start() int64 {
 	if g.startK == 0 {
 		return 0
 	}
-	return g.rnd(g.startK)
+	// Reduce whatever a custom Rand returns into [0, k): a value outside it
+	// would spill into the time field.
+	return int64(uint64(g.rnd(g.startK)) % uint64(g.startK))
 }
 
 // Next returns a new ID, greater than every ID this generator returned
@@ -422,7 +427,7 @@ func (g *Generator) reserve(ctx context.Context, want int64) (int64, int64, erro
 			continue
 		}
 		if g.horizon != nil && ft > g.limit.Load() && !g.closed.Load() {
-			g.startExtension() // ahead of need, in the background
+			g.startExtension(true) // ahead of need, in the background
 		}
 		if g.fence != nil && g.clk.Mono() >= g.fence.ValidUntil() {
 			return 0, 0, ErrFenced
@@ -523,7 +528,7 @@ func (g *Generator) runTicker() {
 
 // awaitHorizon starts (or joins) a horizon extension and waits for it.
 func (g *Generator) awaitHorizon(ctx context.Context) error {
-	e := g.startExtension()
+	e := g.startExtension(false)
 	if e == nil {
 		return ErrClosed
 	}
@@ -536,14 +541,15 @@ func (g *Generator) awaitHorizon(ctx context.Context) error {
 }
 
 // startExtension returns the extension in flight, starting one if none is.
-// It returns nil after Close.
-func (g *Generator) startExtension() *extension {
+// It returns nil after Close, and for an early (ahead of need) extension
+// within extendBackoff of a failed one.
+func (g *Generator) startExtension(early bool) *extension {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.inflight != nil {
 		return g.inflight
 	}
-	if g.closed.Load() {
+	if g.closed.Load() || early && g.clk.Mono() < time.Duration(g.retryAt.Load()) {
 		return nil
 	}
 	e := &extension{done: make(chan struct{})}
@@ -556,6 +562,11 @@ func (g *Generator) startExtension() *extension {
 func (g *Generator) runExtension(e *extension) {
 	defer g.wg.Done()
 	err := g.extend(g.ctx)
+	if err != nil {
+		// Do not retry ahead of need more often than this; callers that
+		// reach the recorded horizon still retry (and see the error).
+		g.retryAt.Store(int64(g.clk.Mono() + extendBackoff))
+	}
 	g.mu.Lock()
 	g.inflight = nil
 	e.err = err

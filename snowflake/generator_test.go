@@ -176,6 +176,11 @@ func TestRandomSequenceStart(t *testing.T) {
 	if len(asked) != 3 || asked[0] != 100 {
 		t.Fatalf("Rand called with %v, want 100 once per tick", asked)
 	}
+	// A custom Rand out of range cannot spill into the time field.
+	g3, _ := newGen(t, l, Settings{Rand: func(n int64) int64 { return -7 }})
+	if p := mustDecode(t, l, mustNext(t, g3)); p.Sequence >= 100 || !p.Time.Equal(t0) {
+		t.Fatalf("out-of-range Rand gave %+v", p)
+	}
 	// With the default source, starts stay within [0, 100).
 	g2, f2 := newGen(t, l, Settings{})
 	seen := map[int64]bool{}
