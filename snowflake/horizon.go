@@ -15,6 +15,14 @@ import (
 // Implementations: FileHorizon in this package (a single process on one
 // machine); the worker package provides coordinator-backed ones (SQL, etcd,
 // ZooKeeper) whose writes are fenced by the lease's generation.
+//
+// How a Generator calls it: Load once, before its first ID; Extend from one
+// goroutine at a time, never while holding a lock, with until set
+// Settings.HorizonLead past the later of the current time and the last
+// stamped tick. Extend starts in the background once half the lead is left,
+// so a fast implementation never delays an ID; callers block on it only when
+// they reach the recorded horizon. The context passed is cancelled by
+// Generator.Close.
 type Horizon interface {
 	// Load returns the horizon recorded by the previous holder, or the zero
 	// time when none was ever recorded.
