@@ -143,9 +143,10 @@ const (
 //
 // Stamps: with a *clock.Real, IDs are stamped from a cached tick refreshed
 // every Settings.Coarse by a background goroutine and re-read from the clock
-// every 64 IDs, so a stamp lags the call by at most about Coarse plus timer
-// slack (1-2 ms), never leads it except by Borrow/Logical policy, and the
-// per-ID cost stays at one compare-and-swap. Sequence exhaustion, rollback
+// every 64 IDs, so the per-ID cost stays at one compare-and-swap. A stamp
+// never leads the clock (except as Borrow/Logical allow) and lags it by the
+// refresh period plus scheduling delay: 1-2 ms on an idle machine, and at
+// high rates the re-read every 64 IDs keeps it within microseconds. Sequence exhaustion, rollback
 // and horizon decisions always read the clock itself. The background
 // goroutine exits after a second of inactivity and restarts on demand; Close
 // stops it at once.

@@ -363,6 +363,9 @@ func (l Layout) tickOf(now time.Time) int64 {
 		}
 		return max(q, -1<<61)
 	}
+	if ds < 9e9 { // within ~285 years of the epoch: plain int64 arithmetic
+		return min((ds*1e9+dn)/int64(l.unit), l.maxTick+1)
+	}
 	hi, lo := bits.Mul64(uint64(ds), 1e9)
 	lo, c := bits.Add64(lo, uint64(dn), 0)
 	hi += c
