@@ -187,3 +187,26 @@ func CollisionProbability(n int, b int) float64 {
 	}
 	return -math.Expm1(logKeep)
 }
+
+// defaultCore decodes the default layouts.
+var defaultCore = &core{epoch: DefaultEpoch}
+
+// DecodeRandom splits a Random ID of the default layout (DefaultEpoch, 22
+// random bits).
+func DecodeRandom(id int64) (Parts, error) {
+	t, body, err := defaultCore.decodeTime(id)
+	return Parts{Time: t, Random: body}, err
+}
+
+// DecodeMember splits a Member ID of the default layout (DefaultEpoch).
+func DecodeMember(id int64) (Parts, error) {
+	t, body, err := defaultCore.decodeTime(id)
+	return Parts{Time: t, Member: body}, err
+}
+
+// DecodeGene splits a Gene ID of the default layout (DefaultEpoch, 4 worker
+// bits, 10 sequence bits, 8 gene bits).
+func DecodeGene(id int64) (Parts, error) {
+	t, body, err := defaultCore.decodeTime(id)
+	return Parts{Time: t, Gene: body & 0xff, Seq: body >> 8 & 0x3ff, Worker: body >> 18}, err
+}

@@ -325,3 +325,25 @@ func BenchmarkGene(b *testing.B) {
 		}
 	})
 }
+
+func TestDefaultDecoders(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	g, _ := NewGene(9, GeneSettings{Settings: Settings{Clock: clk}, Key: key})
+	id, _ := g.Next(t.Context(), []byte("x"))
+	a, _ := g.Decode(id)
+	b, err := DecodeGene(id)
+	if err != nil || a != b {
+		t.Fatalf("DecodeGene = %+v, %v; generator says %+v", b, err, a)
+	}
+	m, _ := NewMember(Settings{Clock: clk})
+	id, _ = m.Next(t.Context(), 42)
+	if p, _ := DecodeMember(id); p.Member != 42 || !p.Time.Equal(t0) {
+		t.Fatalf("DecodeMember = %+v", p)
+	}
+	r, _ := NewRandom(RandomSettings{Settings: Settings{Clock: clk}})
+	id, _ = r.Next(t.Context())
+	if p, _ := DecodeRandom(id); !p.Time.Equal(t0) {
+		t.Fatalf("DecodeRandom = %+v", p)
+	}
+}
