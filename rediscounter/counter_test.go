@@ -284,13 +284,13 @@ func TestKill9AfterSnapshot(t *testing.T) {
 	for ok.Load() < 500 {
 		take(c, 1)
 	}
+	set.mu.Lock()
+	issued := set.max // a lower bound of what was issued before the kill
+	set.mu.Unlock()
 	srv.Kill(t)
 	srv.Restart(t)
 	raw2 := redis.NewClient(&redis.Options{Addr: addr})
 	defer raw2.Close()
-	set.mu.Lock()
-	issued := set.max
-	set.mu.Unlock()
 	// The restarted Redis loaded the snapshot: its counter went back to
 	// snap, below values already issued, which plain INCR would repeat.
 	// (Workers may already have recovered it past the mark.)
