@@ -50,9 +50,10 @@ type Config struct {
 	WorkerField string
 	// Node gives the values of the layout's other node fields (datacenter).
 	Node map[string]int64
-	// MaxWorker, when positive, narrows the worker IDs the node may take to
-	// 0..MaxWorker (it must fit the field). Zero means the field's maximum.
-	MaxWorker int64
+	// WorkerLimit, when positive, narrows the worker IDs the node may take
+	// to 0..WorkerLimit-1 (a subset of the field's range). Zero means every
+	// value of the field.
+	WorkerLimit int64
 	// Worker options (TTL, margin, timeout, holder) for Coordinator.
 	// WithClock is added from Clock.
 	Worker []worker.Option
@@ -160,11 +161,11 @@ func (n *Node) pickField() error {
 		}
 		n.field = f.Name
 		n.maxID = 1<<f.Bits - 1
-		if n.cfg.MaxWorker > n.maxID {
-			return fmt.Errorf("%w: MaxWorker %d does not fit the %d-bit field %q (max %d)", ErrConfig, n.cfg.MaxWorker, f.Bits, f.Name, n.maxID)
+		if n.cfg.WorkerLimit < 0 || n.cfg.WorkerLimit-1 > n.maxID {
+			return fmt.Errorf("%w: WorkerLimit %d does not fit the %d-bit field %q (at most %d IDs)", ErrConfig, n.cfg.WorkerLimit, f.Bits, f.Name, n.maxID+1)
 		}
-		if n.cfg.MaxWorker > 0 {
-			n.maxID = n.cfg.MaxWorker
+		if n.cfg.WorkerLimit > 0 {
+			n.maxID = n.cfg.WorkerLimit - 1
 		}
 		if _, ok := n.cfg.Node[f.Name]; ok {
 			return fmt.Errorf("%w: Node[%q] is set, but that field takes the worker ID", ErrConfig, f.Name)
@@ -183,6 +184,7 @@ func (n *Node) pickField() error {
 func retryable(err error) bool {
 	return !errors.Is(err, worker.ErrOutOfRange) && !errors.Is(err, worker.ErrBadURL) &&
 		!errors.Is(err, worker.ErrBadOption) && !errors.Is(err, snowflake.ErrInvalidSettings) &&
+		!errors.Is(err, snowflake.ErrInvalidNode) && !errors.Is(err, snowflake.ErrLayoutExpired) &&
 		!errors.Is(err, ErrConfig)
 }
 
