@@ -165,6 +165,7 @@ type Key struct {
 	slot       int           // Leaf's buffer position, toggled per switch
 	loads      uint64
 	loadErrors uint64
+	waits      uint64 // callers that found both buffers empty
 	lastLat    time.Duration
 	totalLat   time.Duration
 }
@@ -175,6 +176,7 @@ type buffer struct {
 	pos       atomic.Int64
 	end       int64
 	start     int64 // segment start as leased
+	first     int64 // first ID: start moved up to the remainder
 	trigger   int64 // once an ID >= trigger is issued, load the next segment
 	delta     int64
 	triggered atomic.Bool
@@ -201,19 +203,14 @@ func (k *Key) Name() string { return k.name }
 func (k *Key) Next(ctx context.Context) (int64, error) {
 	for {
 		b := k.cur.Load()
-		p := b.pos.Load()
-		for p < b.end {
-			n := p + b.delta
-			if n < p { // past 2^63-1
-				n = b.end
+		// One atomic add claims p. Callers that overshoot end claim
+		// nothing; a pos that wrapped past 2^63-1 lands below first.
+		p := b.pos.Add(b.delta) - b.delta
+		if p < b.end && p >= b.first {
+			if p >= b.trigger && !b.triggered.Load() {
+				k.triggerLoad(b)
 			}
-			if b.pos.CompareAndSwap(p, n) {
-				if p >= b.trigger && !b.triggered.Load() {
-					k.triggerLoad(b)
-				}
-				return p, nil
-			}
-			p = b.pos.Load()
+			return p, nil
 		}
 		if err := k.refill(ctx); err != nil {
 			return 0, err
@@ -247,7 +244,7 @@ func (k *Key) Range(ctx context.Context, n int64) (Block, error) {
 	for {
 		b := k.cur.Load()
 		p := b.pos.Load()
-		for p < b.end {
+		for p < b.end && p >= b.first {
 			avail := (b.end-p-1)/b.delta + 1
 			c := min(n, avail)
 			np := b.end
@@ -318,7 +315,7 @@ func (k *Key) refill(ctx context.Context) error {
 			return fmt.Errorf("key %q: %w", k.name, ErrClosed)
 		}
 		cur := k.cur.Load()
-		if cur.pos.Load() < cur.end {
+		if cur.remaining() > 0 {
 			k.mu.Unlock()
 			return nil // another caller switched
 		}
@@ -338,6 +335,9 @@ func (k *Key) refill(ctx context.Context) error {
 		if k.lastErr != nil && k.loading && !permanent(k.lastErr) {
 			// The store is failing and the loader is backing off: fail
 			// now rather than make every caller wait for it.
+			if !waiting {
+				k.waits++
+			}
 			err := k.lastErr
 			k.mu.Unlock()
 			return k.fail(err)
@@ -347,6 +347,7 @@ func (k *Key) refill(ctx context.Context) error {
 		}
 		if !waiting {
 			waiting, waitFrom = true, k.attempts
+			k.waits++
 		}
 		ch := k.changed
 		k.mu.Unlock()
@@ -476,6 +477,7 @@ func (k *Key) loadOnce() (*buffer, error) {
 		first = seg.End
 	}
 	b.pos.Store(first)
+	b.first = first
 	size := seg.End - seg.Start
 	used := int64(float64(size) * a.opts.LoadAt)
 	if used < 0 || used > size {

@@ -38,6 +38,10 @@ type Stats struct {
 	Remaining int64
 	// Loads and LoadErrors count successful and failed store allocations.
 	Loads, LoadErrors uint64
+	// Waits counts calls that found both buffers empty and had to wait
+	// for the store (or failed): 0 while the double buffer keeps ahead.
+	// A key's first call always waits once.
+	Waits uint64
 	// LastLoadLatency and TotalLoadLatency time the successful loads.
 	LastLoadLatency, TotalLoadLatency time.Duration
 	// LastError is the last load's error, "" after a success.
@@ -48,7 +52,10 @@ func (b *buffer) stats() BufferStats {
 	if b == nil || b == exhausted {
 		return BufferStats{}
 	}
-	p := min(b.pos.Load(), b.end)
+	p := b.pos.Load()
+	if p >= b.end || p < b.first {
+		p = b.end
+	}
 	return BufferStats{Pos: p, Max: b.end, Step: b.end - b.start, Ready: true}
 }
 
@@ -57,7 +64,7 @@ func (b *buffer) remaining() int64 {
 		return 0
 	}
 	p := b.pos.Load()
-	if p >= b.end {
+	if p >= b.end || p < b.first {
 		return 0
 	}
 	return (b.end-p-1)/b.delta + 1
@@ -71,7 +78,7 @@ func (k *Key) Stats() Stats {
 	s := Stats{
 		Key: k.name, InitOK: k.loaded, Step: k.step, MinStep: k.minStep,
 		NextReady: k.next != nil, Loading: k.loading,
-		Loads: k.loads, LoadErrors: k.loadErrors,
+		Loads: k.loads, LoadErrors: k.loadErrors, Waits: k.waits,
 		LastLoadLatency: k.lastLat, TotalLoadLatency: k.totalLat,
 		Remaining: cur.remaining() + k.next.remaining(),
 	}
