@@ -9,6 +9,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/rs/xid v1.6.0 // indirect
+	github.com/segmentio/ksuid v1.0.4 // indirect
 	github.com/sony/sonyflake v1.2.0 // indirect
 )
 
