@@ -293,6 +293,11 @@ func New(l Layout, s Settings) (*Generator, error) {
 // Layout returns the generator's layout.
 func (g *Generator) Layout() Layout { return g.layout }
 
+// Remaining returns how long the layout can still stamp IDs, by the
+// generator's clock: Layout().End() minus now, 0 once it has run out. Log it
+// at start-up so nobody is surprised the way uid-generator's users were.
+func (g *Generator) Remaining() time.Duration { return g.layout.Remaining(g.clk.Now()) }
+
 // id places a reserved (tick, seq) state into the layout with the node.
 func (g *Generator) id(s int64) int64 {
 	return (s>>g.sb)<<g.timeShift | (s&g.seqMask)<<g.seqShift | g.node

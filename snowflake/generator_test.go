@@ -465,6 +465,9 @@ func TestLayoutRunsOut(t *testing.T) {
 	l := MustParseLayout("time=4:1s,seq=1,epoch=2026-01-02T03:03:55Z") // ends at t0+6s
 	g, f := newGen(t, l, Settings{})
 	mustNext(t, g)
+	if r := g.Remaining(); r != 6*time.Second {
+		t.Fatalf("Remaining = %v, want 6s", r)
+	}
 	f.Advance(6 * time.Second)
 	if _, err := g.Next(context.Background()); !errors.Is(err, ErrLayoutExpired) {
 		t.Fatalf("Next past End = %v", err)
