@@ -22,7 +22,7 @@ func BenchmarkAppendEncode(b *testing.B) {
 			b.Fatal(err)
 		}
 		day := time.Date(2025, 8, 17, 0, 0, 0, 0, time.UTC)
-		b.Run(bf.name, func(b *testing.B) {
+		b.Run(bf.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			buf := make([]byte, 0, 32)
 			var seq uint64
