@@ -272,7 +272,7 @@ func New(worker uint64, s Settings) (*Generator, error) {
 		s.MaxWait = time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.New(clock.NewReal())
+		s.Clock = coarse.Shared()
 	}
 	return &Generator{clk: s.Clock, maxWait: s.MaxWait, worker: worker, ms: -1}, nil
 }

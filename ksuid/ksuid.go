@@ -100,7 +100,7 @@ type Generator struct {
 func New(s Settings) (*Generator, error) {
 	g := &Generator{clk: s.Clock}
 	if g.clk == nil {
-		g.clk = coarse.New(clock.NewReal())
+		g.clk = coarse.Shared()
 	}
 	if s.Rand != nil {
 		g.src = entropy.New(s.Rand)

@@ -168,7 +168,7 @@ func New(s Settings) (*Generator, error) {
 		s.MaxWait = 2 * time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.New(clock.NewReal())
+		s.Clock = coarse.Shared()
 	}
 	src := entropy.New(s.Rand)
 	r, err := src.Uint64()

@@ -129,7 +129,7 @@ func New(s Settings) (*Generator, error) {
 		s.MaxWait = time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.New(clock.NewReal())
+		s.Clock = coarse.Shared()
 	}
 	return &Generator{clk: s.Clock, src: entropy.New(s.Rand), maxWait: s.MaxWait, ms: -1}, nil
 }

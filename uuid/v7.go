@@ -58,7 +58,7 @@ type V7 struct {
 // ahead. Pass clock.NewReal() for an exact stamp at ~40 ns more per ID.
 func NewV7(s Settings) (*V7, error) {
 	if s.Clock == nil {
-		s.Clock = coarse.New(clock.NewReal())
+		s.Clock = coarse.Shared()
 	}
 	s, err := s.withDefaults()
 	if err != nil {

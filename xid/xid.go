@@ -118,7 +118,7 @@ func New(s Settings) (*Generator, error) {
 		s.MaxWait = 2 * time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.New(clock.NewReal())
+		s.Clock = coarse.Shared()
 	}
 	ref := rsxid.NewWithTime(time.Unix(0, 0)) // reads only rs/xid's machine ID and PID
 	var proc [5]byte

@@ -15,6 +15,7 @@ package coarse
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,4 +82,17 @@ func (c *Clock) refresh() {
 		}
 		idle = 0
 	}
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *Clock
+)
+
+// Shared returns one process-wide coarse Clock over clock.NewReal(), so
+// every generator created with default settings shares a single refresher
+// goroutine (and none runs while they are idle).
+func Shared() *Clock {
+	sharedOnce.Do(func() { shared = New(clock.NewReal()) })
+	return shared
 }

@@ -55,3 +55,13 @@ func BenchmarkNowParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestSharedIsOneClock(t *testing.T) {
+	t.Parallel()
+	if Shared() != Shared() {
+		t.Fatal("Shared returned two clocks")
+	}
+	if Shared().Now().IsZero() {
+		t.Fatal("Shared clock reads zero")
+	}
+}
