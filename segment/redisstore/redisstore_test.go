@@ -1,0 +1,163 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/segment/redisstore"
+	"github.com/idmint/idmint/segment/segmenttest"
+)
+
+func opener(t *testing.T, url string) segmenttest.Opener {
+	return func() segment.Store {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := redisstore.Open(ctx, url)
+		if err != nil {
+			t.Errorf("redisstore.Open: %v", err)
+			return nil
+		}
+		return s
+	}
+}
+
+func TestContract(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Redis)
+	segmenttest.Run(t, func(t *testing.T) segmenttest.Opener {
+		// The shared test server runs without persistence: allowed here,
+		// refused by default (TestDurabilityCheck).
+		return opener(t, "redis://"+addr+"/0?allow_volatile=true&prefix="+testserver.Prefix(t))
+	})
+}
+
+func TestDurabilityCheck(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Redis)
+	ctx := context.Background()
+	_, err := redisstore.Open(ctx, "redis://"+addr+"/0?prefix="+testserver.Prefix(t))
+	if !errors.Is(err, redisstore.ErrVolatile) {
+		t.Fatalf("Open on a server without appendfsync always = %v, want ErrVolatile", err)
+	}
+	t.Log(err)
+}
+
+func TestBadURL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, u := range []string{
+		"redis://h:1/0?prefix=a%20b",
+		"redis://h:1/0?allow_volatile=maybe",
+		"redis://:hunter2@h:1/0?nonsense=1",
+		"redis://h:1/notanumber",
+		"http://h:1",
+	} {
+		_, err := redisstore.Open(ctx, u)
+		if !errors.Is(err, redisstore.ErrURL) {
+			t.Errorf("Open(%q) = %v, want ErrURL", u, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error leaks the password: %v", err)
+		}
+	}
+}
+
+// TestCrashAndOutage runs a private Redis with appendonly yes +
+// appendfsync always: the durability check passes; the server is stopped
+// mid-run (buffers serve, then a prompt ErrUnavailable), restarted
+// (allocation recovers in the same Allocator), then killed with SIGKILL
+// and restarted: a new Allocator repeats nothing, because every
+// acknowledged HINCRBY was in the fsynced AOF.
+func TestCrashAndOutage(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis, "--appendonly", "yes", "--appendfsync", "always")
+	ctx := context.Background()
+	url := "redis://" + srv.Addr() + "/0?dial_timeout=1s&max_retries=0"
+	store, err := redisstore.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Create(ctx, segment.KeyInfo{Key: "o", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := segment.New(store, segment.Options{
+		Step:        segment.StepPolicy{Fixed: true},
+		LoadTimeout: 2 * time.Second,
+		RetryMin:    20 * time.Millisecond,
+		RetryMax:    200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	seen := map[int64]bool{}
+	take := func(a *segment.Allocator) error {
+		id, err := a.Next(ctx, "o")
+		if err == nil {
+			if seen[id] {
+				t.Fatalf("ID %d repeated", id)
+			}
+			seen[id] = true
+		}
+		return err
+	}
+	for range 50 {
+		if err := take(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return a.Stats()[0].NextReady })
+	srv.Stop(t)
+	for i := range 150 {
+		if err := take(a); err != nil {
+			t.Fatalf("buffered ID %d failed during the outage: %v", i, err)
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	t0 := time.Now()
+	_, err = a.Next(dctx, "o")
+	cancel()
+	if !errors.Is(err, segment.ErrUnavailable) || time.Since(t0) > 5500*time.Millisecond {
+		t.Fatalf("Next past the buffers with Redis down = %v after %v", err, time.Since(t0))
+	}
+	t.Logf("error during the outage: %v", err)
+	srv.Restart(t)
+	waitFor(t, func() bool { return take(a) == nil })
+	for range 300 {
+		if err := take(a); err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+	}
+	// Crash: SIGKILL, restart from the AOF, a new allocator.
+	srv.Kill(t)
+	srv.Restart(t)
+	store2, err := redisstore.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store2.Close()
+	b, err := segment.New(store2, segment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for range 500 {
+		if err := take(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
