@@ -57,8 +57,9 @@ type Config struct {
 	// Worker options (TTL, margin, timeout, holder) for Coordinator.
 	// WithClock is added from Clock.
 	Worker []worker.Option
-	// Clock is the time source of the generator and the leases. Nil means
-	// clock.NewReal().
+	// Clock is the time source of the generator and the leases; an
+	// Assigner must have been built WithClock of the same Clock. Nil means
+	// the Assigner's clock, or clock.NewReal() with Coordinator.
 	Clock clock.Clock
 	// Generator is the template for the generator's settings (overflow and
 	// rollback policies, HorizonLead, ...). Node, Clock, Horizon and Fence
@@ -80,6 +81,7 @@ type Node struct {
 	clk      clock.Clock
 	assigner worker.Assigner
 	own      bool
+	adopted  bool // clk was taken from the Assigner's leases
 	field    string
 	maxID    int64
 	log      *slog.Logger
@@ -216,6 +218,14 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 		s.Node[k] = v
 	}
 	s.Node[n.field] = l.ID()
+	if n.cfg.Clock == nil && !n.own && n.cur.Load() == nil && !n.adopted {
+		// An Assigner given without Config.Clock: run on its clock.
+		n.clk, n.adopted = l.Clock(), true
+	}
+	if l.Clock() != n.clk {
+		l.Close()
+		return nil, fmt.Errorf("%w: the Assigner's clock is not Config.Clock: the lease's fence would be judged on another monotonic clock (give both the same clock.Clock)", ErrConfig)
+	}
 	s.Clock, s.Horizon, s.Fence = n.clk, l, l
 	g, err := snowflake.New(n.cfg.Layout, s)
 	if err != nil {

@@ -114,6 +114,10 @@ func (l *Lease) Err() error {
 // that cannot expire (static, file).
 func (l *Lease) ValidUntil() time.Duration { return time.Duration(l.valid.Load()) }
 
+// Clock returns the clock ValidUntil is a reading of; a generator fenced
+// by this lease must read Mono from the same clock.
+func (l *Lease) Clock() clock.Clock { return l.clk }
+
 // Valid reports whether the lease is proven valid now.
 func (l *Lease) Valid() bool { return l.clk.Mono() < l.ValidUntil() }
 
