@@ -390,3 +390,22 @@ func BenchmarkParse(b *testing.B) {
 		_, _ = Parse(rfcV7)
 	}
 }
+
+// TestV7CounterGuardBit: with all-ones randomness the counter still seeds
+// with its top bit clear (RFC 9562 §6.2 rollover guard), leaving 2^41
+// increments before the millisecond is exhausted.
+func TestV7CounterGuardBit(t *testing.T) {
+	t.Parallel()
+	g, _ := NewV7(Settings{Clock: fakeAt(t0), Rand: bytes.NewReader(bytes.Repeat([]byte{0xff}, 4096))})
+	a, _ := g.Next(t.Context())
+	b, _ := g.Next(t.Context())
+	if a[6]&0x08 != 0 {
+		t.Fatalf("counter guard bit set in %s", a)
+	}
+	if b.Compare(a) <= 0 || b[6]&0x08 == 0 {
+		t.Fatalf("increment from the seed did not carry into the guard bit: %s → %s", a, b)
+	}
+	if a[12] != 0xff || a[15] != 0xff {
+		t.Fatalf("random tail not from Rand: %s", a)
+	}
+}
