@@ -15,7 +15,9 @@ import (
 	"github.com/idmint/idmint/sqldb"
 )
 
-func opener(t *testing.T, url string) segmenttest.Opener {
+func opener(t *testing.T, url string) segmenttest.Opener { return openerB(t, url) }
+
+func openerB(t testing.TB, url string) segmenttest.Opener {
 	t.Helper()
 	return func() segment.Store {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -154,13 +156,22 @@ func TestLeafCompatibility(t *testing.T) {
 	}
 }
 
-// TestOutage stops a private PostgreSQL mid-run: buffered IDs keep coming,
-// past them Next fails at once with ErrUnavailable (well before the
-// caller's deadline), and after the server restarts allocation recovers
-// without a new Allocator.
+// TestOutage stops a private PostgreSQL, and a private MariaDB, mid-run:
+// buffered IDs keep coming, past them Next fails at once with
+// ErrUnavailable (well before the caller's deadline), and after the server
+// restarts allocation recovers without a new Allocator.
 func TestOutage(t *testing.T) {
-	srv := testserver.Start(t, testserver.Postgres)
-	url := srv.Addr() + "&connect_timeout=2"
+	t.Run("postgres", func(t *testing.T) {
+		srv := testserver.Start(t, testserver.Postgres)
+		outage(t, srv, srv.Addr()+"&connect_timeout=2")
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		srv := testserver.Start(t, testserver.MariaDB)
+		outage(t, srv, srv.Addr()+"?timeout=2s&readTimeout=2s&writeTimeout=2s")
+	})
+}
+
+func outage(t *testing.T, srv *testserver.Server, url string) {
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, url)
 	if err != nil {
