@@ -393,9 +393,15 @@ func (c *Config) checkKey(reg *Registry, prefix, name string, k KeyConfig) []Pro
 		}
 	}
 	if ok && st.Check != nil {
+		reported := map[string]bool{}
+		for _, p := range ps {
+			reported[p.Field] = true
+		}
 		for _, p := range st.Check(k, c) {
 			p.Field = prefix + "." + p.Field
-			ps = append(ps, p)
+			if !reported[p.Field] {
+				ps = append(ps, p)
+			}
 		}
 	}
 	return ps

@@ -24,7 +24,7 @@ func snowflakeStrategy() server.Strategy {
 	return server.Strategy{
 		Name: "snowflake",
 		Summary: "64-bit time+node+sequence IDs under a worker-ID lease (layout: a built-in name or a layouts: entry, default leaf; " +
-			"options: one per extra node field, e.g. datacenter: 1; max_worker)",
+			"options: one per extra node field, e.g. datacenter: 1; worker_limit: take worker IDs 0..n-1 only)",
 		Check: checkSnowflake,
 		New:   newSnowflake,
 	}
@@ -70,7 +70,7 @@ func checkSnowflake(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	if wf == "" {
 		return []server.Problem{{Field: "layout", Value: l.String(), Message: "layout has no node field a worker lease can fill (needs one named worker, or exactly one)"}}
 	}
-	allowed := []string{"max_worker"}
+	allowed := []string{"worker_limit"}
 	var ps []server.Problem
 	for _, f := range l.NodeFields() {
 		if f.Name == wf {
@@ -85,7 +85,7 @@ func checkSnowflake(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			ps = append(ps, *p)
 		}
 	}
-	if _, p := intOption(k, "max_worker", 0, 0, 1<<40); p != nil {
+	if _, p := intOption(k, "worker_limit", 0, 0, 1<<40); p != nil {
 		ps = append(ps, *p)
 	}
 	return append(ps, unknownOptions(k, allowed...)...)
@@ -165,12 +165,12 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 		nodeVals[f.Name] = v
 		nodeKey = append(nodeKey, f.Name+"="+strconv.FormatInt(v, 10))
 	}
-	maxWorker, _ := strconv.ParseInt(k.Options["max_worker"], 10, 64)
+	workerLimit, _ := strconv.ParseInt(k.Options["worker_limit"], 10, 64)
 	resName := "snowflake node " + l.String() + " " + strings.Join(nodeKey, ",")
 	res, err := env.Shared(ctx, resName, func(ctx context.Context) (server.Resource, error) {
 		coord := coordinatorFor(env.Config.Coordinator, l, strings.Join(nodeKey, ","))
 		n, err := node.New(ctx, node.Config{
-			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, MaxWorker: maxWorker,
+			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, WorkerLimit: workerLimit,
 			Clock: env.Clock, Logger: env.Logger, AcquireWait: 15 * time.Second,
 		})
 		if err != nil {

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/strategies"
+)
+
+// buildBinary builds cmd/idmint into a temporary directory once per test.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "idmint")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	return bin
+}
+
+// daemon is a running `idmint serve`.
+type daemon struct {
+	cmd    *exec.Cmd
+	base   string
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// startDaemon runs the binary with args and waits for its "listening on"
+// line (it listens on a port the kernel picks).
+func startDaemon(t *testing.T, bin string, args ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), "IDMINT_CONFIG=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{w: d.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		d.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("idmint serve exited before listening; stderr:\n%s", d.stderr)
+			}
+			if a, found := strings.CutPrefix(l, "idmint: listening on "); found {
+				d.base = a
+				logs.Store(a, cmd.Stderr)
+				go func() {
+					for range lines {
+					}
+				}()
+				return d
+			}
+		case <-timeout:
+			t.Fatalf("idmint serve did not report its address; stderr:\n%s", d.stderr)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+var logs sync.Map // base URL -> *bytes.Buffer of the daemon's stderr
+
+func logOf(base string) string {
+	if b, ok := logs.Load(base); ok {
+		return b.(*lockedWriter).String()
+	}
+	return ""
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(*bytes.Buffer).String()
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (d *daemon) stop(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("idmint serve exited with %v after SIGTERM; stderr:\n%s", err, d.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("idmint serve did not stop after SIGTERM; stderr:\n%s", d.stderr)
+	}
+}
+
+// hammer runs clients concurrent clients against every key, each making
+// rounds requests that alternate Leaf single-ID and /v1 batch calls, and
+// returns every ID by key.
+func hammer(t *testing.T, base string, keys []string, clients, rounds int) map[string][]string {
+	t.Helper()
+	var mu sync.Mutex
+	got := map[string][]string{}
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			key := keys[c%len(keys)]
+			var mine []string
+			for r := 0; r < rounds; r++ {
+				if r%2 == 0 && key != "uuid" {
+					url := base + "/api/segment/get/" + key
+					if key == "snowflake" {
+						url = base + "/api/snowflake/get/" + key
+					}
+					b, err := get(hc, url)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mine = append(mine, string(b))
+					continue
+				}
+				b, err := get(hc, fmt.Sprintf("%s/v1/keys/%s/ids?count=%d", base, key, 50+c))
+				if err != nil {
+					errs <- err
+					return
+				}
+				var body struct{ IDs []string }
+				if err := json.Unmarshal(b, &body); err != nil || len(body.IDs) != 50+c {
+					errs <- fmt.Errorf("batch body %s: %v", b, err)
+					return
+				}
+				mine = append(mine, body.IDs...)
+			}
+			mu.Lock()
+			got[key] = append(got[key], mine...)
+			mu.Unlock()
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%v; server log:\n%s", err, logOf(base))
+	}
+	return got
+}
+
+func get(hc *http.Client, url string) ([]byte, error) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+// servedKeys are the zero-config keys of the binary built from this tree.
+func servedKeys(t *testing.T) []string {
+	reg := server.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for k := range defaultKeys(reg) {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func checkUnique(t *testing.T, seen map[string]map[string]bool, got map[string][]string) int {
+	t.Helper()
+	n := 0
+	for key, ids := range got {
+		if seen[key] == nil {
+			seen[key] = map[string]bool{}
+		}
+		for _, id := range ids {
+			if seen[key][id] {
+				t.Fatalf("key %s: duplicate ID %s", key, id)
+			}
+			seen[key][id] = true
+			n++
+		}
+	}
+	return n
+}
+
+// TestServeEndToEnd builds the real binary, runs it with no configuration
+// on a fresh data directory, hammers every default key with 50 concurrent
+// clients, stops it with SIGTERM, restarts it on the same data and hammers
+// it again: no ID of any key may repeat, within a run or across the two.
+func TestServeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	keys := servedKeys(t)
+	seen := map[string]map[string]bool{}
+	total := 0
+	for run := 0; run < 2; run++ {
+		d := startDaemon(t, bin, "--data", data)
+		got := hammer(t, d.base, keys, 50, 6)
+		for _, k := range keys {
+			if len(got[k]) == 0 {
+				t.Fatalf("run %d: no IDs for key %s", run, k)
+			}
+		}
+		total += checkUnique(t, seen, got)
+		d.stop(t)
+		if !strings.Contains(d.stderr.String(), "shutting down") {
+			t.Errorf("run %d: no shutdown log:\n%s", run, d.stderr)
+		}
+	}
+	t.Logf("%d IDs over keys %v, two runs, no duplicates", total, keys)
+	if _, err := os.Stat(filepath.Join(data, "worker")); err != nil {
+		t.Fatalf("no worker file in the data directory: %v", err)
+	}
+}
+
+// TestServeEndToEndEtcdPostgres is the same with the worker lease in etcd
+// and the segment store in PostgreSQL (scripts/test.sh starts both).
+func TestServeEndToEndEtcdPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	etcd := testserver.Addr(t, testserver.Etcd)
+	pg := testserver.Database(t, testserver.Postgres)
+	bin := buildBinary(t)
+	keys := servedKeys(t)
+	cfg := filepath.Join(t.TempDir(), "idmint.yaml")
+	yaml := fmt.Sprintf("coordinator: etcd://%s/%s\nstores:\n  default: %s\n", etcd, testserver.Prefix(t), pg)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	seen := map[string]map[string]bool{}
+	for run := 0; run < 2; run++ {
+		d := startDaemon(t, bin, "--data", data, "--config", cfg)
+		checkUnique(t, seen, hammer(t, d.base, keys, 50, 4))
+		d.stop(t)
+	}
+}
+
+func TestServeCheck(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte(`
+listen: 0.0.0.0:80
+max_count: -1
+keys:
+  order:
+    strategy: nope
+  "bad key":
+    strategy: snowflake
+    layout: nosuch
+`), 0o600)
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	code := run(context.Background(), e, []string{"serve", "--check", "--config", bad, "--data", dir})
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr %s", code, errb.String())
+	}
+	for _, want := range []string{"listen:", "max_count:", "keys.order.strategy:", "keys.bad key:", "keys.bad key.layout:"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("--check output lacks %q:\n%s", want, errb.String())
+		}
+	}
+	out.Reset()
+	errb.Reset()
+	code = run(context.Background(), e, []string{"serve", "--check", "--data", dir})
+	if code != 0 || !strings.Contains(out.String(), "configuration OK") {
+		t.Fatalf("zero config --check: %d %s %s", code, out.String(), errb.String())
+	}
+	code = run(context.Background(), e, []string{"serve", "--check", "--config", filepath.Join(dir, "missing.yaml")})
+	if code != 2 {
+		t.Fatalf("missing config: exit %d", code)
+	}
+	code = run(context.Background(), e, []string{"serve", "--log-format", "xml", "--check"})
+	if code != 2 {
+		t.Fatalf("bad log format: exit %d", code)
+	}
+	// The environment overrides the file; flags override the environment.
+	e.getenv = func(k string) string {
+		if k == "IDMINT_LISTEN" {
+			return "0.0.0.0:9"
+		}
+		return ""
+	}
+	if code := run(context.Background(), e, []string{"serve", "--check", "--data", dir}); code != 2 {
+		t.Fatalf("IDMINT_LISTEN on all interfaces without admin token: exit %d", code)
+	}
+	if code := run(context.Background(), e, []string{"serve", "--check", "--data", dir, "--listen", "127.0.0.1:9"}); code != 0 {
+		t.Fatalf("flag over env: exit %d: %s", code, errb.String())
+	}
+}
