@@ -162,6 +162,7 @@ type Key struct {
 	step       int64         // length of the last segment leased
 	minStep    int64         // the key's configured step, per the store
 	lastLoad   time.Duration // Mono at the last successful load
+	high       int64         // end of the highest segment leased
 	slot       int           // Leaf's buffer position, toggled per switch
 	loads      uint64
 	loadErrors uint64
@@ -354,7 +355,7 @@ func (k *Key) refill(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("segment: key %q: waiting for a segment: %w", k.name, ctx.Err())
+			return fmt.Errorf("%w: key %q: waiting for a segment: %w", ErrUnavailable, k.name, ctx.Err())
 		case <-k.a.ctx.Done():
 		}
 	}
@@ -459,6 +460,12 @@ func (k *Key) loadOnce() (*buffer, error) {
 	if err != nil {
 		return nil, err
 	}
+	k.mu.Lock()
+	high, seen := k.high, k.loaded
+	k.mu.Unlock()
+	if seen && seg.Start < high {
+		return nil, fmt.Errorf("%w: key %q: store returned [%d, %d), below %d already leased", ErrWentBack, k.name, seg.Start, seg.End, high)
+	}
 
 	b := &buffer{start: seg.Start, end: seg.End, delta: a.opts.Delta, slot: slot}
 	first := seg.Start
@@ -490,6 +497,7 @@ func (k *Key) loadOnce() (*buffer, error) {
 
 	k.mu.Lock()
 	k.loaded = true
+	k.high = seg.End
 	k.step = size
 	k.minStep = seg.Step
 	k.lastLoad = clk.Mono()

@@ -40,8 +40,15 @@ var (
 	// is used up. Nothing changed.
 	ErrOverflow = errors.New("segment: max_id would overflow int64")
 	// ErrUnavailable: the key's buffers are used up and the store cannot
-	// give another segment now. The error also wraps the store's error.
+	// give another segment now. The error also wraps the cause: the
+	// store's error, or the caller's context error when its deadline came
+	// first.
 	ErrUnavailable = errors.New("segment: no IDs available")
+	// ErrWentBack: the store returned a segment starting below one this
+	// Allocator already leased — its max_id went back (a restored backup,
+	// a hand edit, a Redis crash without appendfsync always). The segment
+	// is not used; loading keeps retrying, each attempt moving max_id up.
+	ErrWentBack = errors.New("segment: store max_id went back")
 	// ErrClosed: the Allocator was closed.
 	ErrClosed = errors.New("segment: allocator closed")
 	// ErrBadCount: a Range or NextN asked for no IDs.

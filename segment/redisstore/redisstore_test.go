@@ -161,3 +161,62 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPausedServer freezes Redis with SIGSTOP (connections stay open,
+// nothing answers): a caller past the buffers gets its deadline, not a hang,
+// and allocation recovers after SIGCONT.
+func TestPausedServer(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis)
+	ctx := context.Background()
+	store, err := redisstore.Open(ctx, "redis://"+srv.Addr()+"/0?allow_volatile=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Create(ctx, segment.KeyInfo{Key: "p", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := segment.New(store, segment.Options{Step: segment.StepPolicy{Fixed: true}, LoadTimeout: time.Second, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for range 2 { // the second ID passes the 10 % mark: the next segment loads
+		if _, err := a.Next(ctx, "p"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return a.Stats()[0].NextReady })
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	var last int64
+	for range 18 { // the rest of both buffers
+		id, err := a.Next(ctx, "p")
+		if err != nil {
+			t.Fatalf("buffered ID with Redis paused: %v", err)
+		}
+		last = id
+	}
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	t0 := time.Now()
+	_, err = a.Next(dctx, "p")
+	cancel()
+	if err == nil || time.Since(t0) > 2*time.Second {
+		t.Fatalf("Next with Redis paused = %v after %v; want an error by the 300 ms deadline", err, time.Since(t0))
+	}
+	t.Logf("with Redis paused: %v after %v", err, time.Since(t0).Round(time.Millisecond))
+	srv.Resume(t)
+	resumed = true
+	waitFor(t, func() bool {
+		id, err := a.Next(ctx, "p")
+		if err == nil && id <= last {
+			t.Fatalf("ID %d after %d", id, last)
+		}
+		return err == nil
+	})
+}
