@@ -356,7 +356,7 @@ func TestStoreWentBack(t *testing.T) {
 		seen[id] = true
 	}
 	f.set(func(f *fakeStore) { r := f.rows["k"]; r.MaxID = 5; f.rows["k"] = r }) // a restore from backup
-	for _, id := range take(t, k, 9) { // the load for the next segment gets [5,15)
+	for _, id := range take(t, k, 9) {                                           // the load for the next segment gets [5,15)
 		seen[id] = true
 	}
 	_, err := k.Next(ctx)
