@@ -20,7 +20,7 @@ func opener(t *testing.T, url string) segmenttest.Opener {
 		s, err := redisstore.Open(ctx, url)
 		if err != nil {
 			t.Errorf("redisstore.Open: %v", err)
-			return nil
+			return segmenttest.Broken(err)
 		}
 		return s
 	}

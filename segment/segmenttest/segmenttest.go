@@ -511,3 +511,22 @@ func testRemainder(t *testing.T, open Opener) {
 		}
 	}
 }
+
+// Broken returns a Store whose every call fails with err. An Opener that
+// cannot open its store inside a goroutine (where t.Fatal is not allowed)
+// reports the error with t.Errorf and returns Broken(err).
+func Broken(err error) segment.Store { return broken{err} }
+
+type broken struct{ err error }
+
+func (b broken) Allocate(context.Context, string, int64) (segment.Segment, error) {
+	return segment.Segment{}, b.err
+}
+func (b broken) Create(context.Context, segment.KeyInfo) error { return b.err }
+func (b broken) Get(context.Context, string) (segment.KeyInfo, error) {
+	return segment.KeyInfo{}, b.err
+}
+func (b broken) List(context.Context) ([]segment.KeyInfo, error) { return nil, b.err }
+func (b broken) SetStep(context.Context, string, int64) error    { return b.err }
+func (b broken) Delete(context.Context, string) error            { return b.err }
+func (b broken) Close() error                                    { return nil }

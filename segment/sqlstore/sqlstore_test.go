@@ -25,27 +25,11 @@ func openerB(t testing.TB, url string) segmenttest.Opener {
 		s, err := sqlstore.Open(ctx, url)
 		if err != nil {
 			t.Errorf("sqlstore.Open: %v", err)
-			return brokenStore{err}
+			return segmenttest.Broken(err)
 		}
 		return s
 	}
 }
-
-// brokenStore stands in when Open fails inside a goroutine (t.Fatal may
-// not be called there); every call returns the error.
-type brokenStore struct{ err error }
-
-func (b brokenStore) Allocate(context.Context, string, int64) (segment.Segment, error) {
-	return segment.Segment{}, b.err
-}
-func (b brokenStore) Create(context.Context, segment.KeyInfo) error { return b.err }
-func (b brokenStore) Get(context.Context, string) (segment.KeyInfo, error) {
-	return segment.KeyInfo{}, b.err
-}
-func (b brokenStore) List(context.Context) ([]segment.KeyInfo, error) { return nil, b.err }
-func (b brokenStore) SetStep(context.Context, string, int64) error    { return b.err }
-func (b brokenStore) Delete(context.Context, string) error            { return b.err }
-func (b brokenStore) Close() error                                    { return nil }
 
 func TestContractSQLite(t *testing.T) {
 	segmenttest.Run(t, func(t *testing.T) segmenttest.Opener {
