@@ -40,11 +40,12 @@ func (c *counter) NextInt64s(ctx context.Context, dst []int64) error {
 	return nil
 }
 
-func (c *counter) NextRange(ctx context.Context, n int64) (int64, error) {
+func (c *counter) NextRange(ctx context.Context, n int64) (int64, int64, error) {
 	if c.fail.Load() {
-		return 0, retryErr{}
+		return 0, 0, retryErr{}
 	}
-	return c.next.Add(n) - n + 1, nil
+	n = min(n, 64) // a segment of 64 ends here
+	return c.next.Add(n) - n + 1, n, nil
 }
 
 func (c *counter) Decode(id string) (Decoded, error) {

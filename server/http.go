@@ -196,7 +196,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *key, err error)
 	return e.status
 }
 
-// rangeIDs serves GET /v1/keys/{key}/range?count=N: a contiguous block.
+// rangeIDs serves GET /v1/keys/{key}/range?count=N: a contiguous block of
+// up to N IDs, {"first","last","count"}; count may be less than N where a
+// segment ends.
 func (s *Server) rangeIDs(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Mono()
 	st := s.serveRange(w, r)
@@ -221,20 +223,20 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) int {
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " (strategy " + strconv.Quote(k.cfg.Strategy) + ") does not hand out contiguous ranges; use /v1/keys/{key}/ids"})
 		return http.StatusBadRequest
 	}
-	first, err := k.ranger.NextRange(r.Context(), int64(n))
+	first, got, err := k.ranger.NextRange(r.Context(), int64(n))
 	if err != nil {
 		return s.fail(w, r, k, err)
 	}
-	k.issued.Add(float64(n))
+	k.issued.Add(float64(got))
 	b := make([]byte, 0, 160)
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, k.name)
 	b = append(b, `,"first":"`...)
 	b = strconv.AppendInt(b, first, 10)
 	b = append(b, `","last":"`...)
-	b = strconv.AppendInt(b, first+int64(n)-1, 10)
+	b = strconv.AppendInt(b, first+got-1, 10)
 	b = append(b, `","count":`...)
-	b = strconv.AppendInt(b, int64(n), 10)
+	b = strconv.AppendInt(b, got, 10)
 	b = append(b, "}\n"...)
 	h := w.Header()
 	h["Content-Type"] = jsonType

@@ -28,11 +28,13 @@ type Strings interface {
 	NextStrings(ctx context.Context, dst []string) error
 }
 
-// Ranger is an issuer that can hand out a contiguous block of n numeric IDs
-// [first, first+n) in one call (segment keys). The whole block belongs to
-// the caller; no other caller ever receives a number in it.
+// Ranger is an issuer that hands out a contiguous block of numeric IDs
+// [first, first+count) in one call (segment keys). count is between 1 and n:
+// a block may be cut short where the issuer's current segment ends, and the
+// caller asks again for the rest. The whole block belongs to the caller; no
+// other caller ever receives a number in it.
 type Ranger interface {
-	NextRange(ctx context.Context, n int64) (first int64, err error)
+	NextRange(ctx context.Context, n int64) (first, count int64, err error)
 }
 
 // Decoded is an ID taken apart. Zero fields were not present in the ID.

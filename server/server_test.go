@@ -288,8 +288,13 @@ func TestRateLimit(t *testing.T) {
 func TestRange(t *testing.T) {
 	f := newFixture(t, nil)
 	do(f.h, req{target: "/v1/keys/order/ids?count=5"})
-	w := do(f.h, req{target: "/v1/keys/order/range?count=100"})
-	if w.Code != 200 || !strings.Contains(w.Body.String(), `"first":"6","last":"105","count":100`) {
+	w := do(f.h, req{target: "/v1/keys/order/range?count=10"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"first":"6","last":"15","count":10`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	// Cut short where the segment ends.
+	w = do(f.h, req{target: "/v1/keys/order/range?count=100"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"first":"16","last":"79","count":64`) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	wantError(t, do(f.h, req{target: "/v1/keys/note/range?count=2"}), 400, CodeUnsupported, "key")

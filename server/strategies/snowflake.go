@@ -121,14 +121,14 @@ func (r *nodeResource) Stats() []server.Stat {
 // coordinator holds one worker ID per file, so each layout other than the
 // default gets its own file beside the configured one (the same layout
 // always maps to the same file, keeping its horizon across restarts).
-func coordinatorFor(base string, l snowflake.Layout, nodeKey string) string {
+func coordinatorFor(base, layoutName, nodeKey string) string {
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme != "file" {
 		return base
 	}
 	suffix := ""
-	if l.Name() != DefaultLayout {
-		suffix = "." + sanitize(l.Name())
+	if layoutName != DefaultLayout {
+		suffix = "." + sanitize(layoutName)
 	}
 	if nodeKey != "" {
 		suffix += "." + sanitize(nodeKey)
@@ -166,9 +166,16 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 		nodeKey = append(nodeKey, f.Name+"="+strconv.FormatInt(v, 10))
 	}
 	workerLimit, _ := strconv.ParseInt(k.Options["worker_limit"], 10, 64)
-	resName := "snowflake node " + l.String() + " " + strings.Join(nodeKey, ",")
+	layoutName := k.Layout
+	if layoutName == "" {
+		layoutName = DefaultLayout
+	}
+	resName := "snowflake:" + layoutName
+	if len(nodeKey) > 0 {
+		resName += ":" + strings.Join(nodeKey, ",")
+	}
 	res, err := env.Shared(ctx, resName, func(ctx context.Context) (server.Resource, error) {
-		coord := coordinatorFor(env.Config.Coordinator, l, strings.Join(nodeKey, ","))
+		coord := coordinatorFor(env.Config.Coordinator, layoutName, strings.Join(nodeKey, ","))
 		n, err := node.New(ctx, node.Config{
 			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, WorkerLimit: workerLimit,
 			Clock: env.Clock, Logger: env.Logger, AcquireWait: 15 * time.Second,

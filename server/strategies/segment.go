@@ -1,0 +1,165 @@
+package strategies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/segment/stores"
+	"github.com/idmint/idmint/server"
+)
+
+// DefaultStep is the step of a segment key that names none (Leaf's example
+// rows use 2000; Tinyid 100000; 1000 keeps a restart's gap small).
+const DefaultStep = 1000
+
+func segmentStrategy() server.Strategy {
+	return server.Strategy{
+		Name:    "segment",
+		Summary: "Leaf-style number segments leased from a store (store: a stores: name, default sqlite in the data directory; step: lease size, default 1000)",
+		Check: func(k server.KeyConfig, cfg *server.Config) []server.Problem {
+			ps := unknownOptions(k, "description")
+			if k.Step != 0 {
+				if err := segment.ValidateStep(k.Step); err != nil {
+					ps = append(ps, server.Problem{Field: "step", Value: fmt.Sprint(k.Step), Message: err.Error()})
+				}
+			}
+			return ps
+		},
+		New: newSegment,
+	}
+}
+
+// allocatorResource is one Allocator over one store, shared by every segment
+// key on that store.
+type allocatorResource struct {
+	a   *segment.Allocator
+	url string
+}
+
+func (r *allocatorResource) Close(ctx context.Context) error { return r.a.Close() }
+
+func newSegment(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+	url := env.Config.Stores[k.Store]
+	res, err := env.Shared(ctx, "segment store "+k.Store, func(ctx context.Context) (server.Resource, error) {
+		a, err := stores.OpenAllocator(ctx, url, segment.Options{Clock: env.Clock, CloseStore: true})
+		if err != nil {
+			return nil, fmt.Errorf("open segment store %q: %w", k.Store, err)
+		}
+		return &allocatorResource{a: a, url: url}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := res.(*allocatorResource).a
+	step := k.Step
+	if step == 0 {
+		step = DefaultStep
+	}
+	err = a.CreateKey(ctx, segment.KeyInfo{Key: name, Step: step, Description: k.Options["description"]})
+	switch {
+	case errors.Is(err, segment.ErrKeyExists):
+		// The row survives restarts and deletions (its max_id only grows).
+		// A step set in the config wins over the row's.
+		if k.Step != 0 {
+			info, derr := a.Describe(ctx, name)
+			if derr != nil {
+				return nil, derr
+			}
+			if info.Step != k.Step {
+				if err := a.SetStep(ctx, name, k.Step); err != nil {
+					return nil, err
+				}
+			}
+		}
+	case err != nil:
+		return nil, err
+	}
+	key, err := a.Key(name)
+	if err != nil {
+		return nil, err
+	}
+	return &segmentKey{a: a, k: key, name: name}, nil
+}
+
+// segmentKey serves one key from the shared Allocator.
+type segmentKey struct {
+	a    *segment.Allocator
+	k    *segment.Key
+	name string
+}
+
+func segmentErr(err error) error {
+	if errors.Is(err, segment.ErrBadCount) {
+		return &server.InputError{Field: "count", Err: err}
+	}
+	return &retryable{err, time.Second}
+}
+
+func (s *segmentKey) NextInt64s(ctx context.Context, dst []int64) error {
+	if _, err := s.k.NextN(ctx, dst); err != nil {
+		return segmentErr(err)
+	}
+	return nil
+}
+
+func (s *segmentKey) NextRange(ctx context.Context, n int64) (int64, int64, error) {
+	b, err := s.k.Range(ctx, n)
+	if err != nil {
+		return 0, 0, segmentErr(err)
+	}
+	if b.Step != 1 {
+		return 0, 0, fmt.Errorf("strategies: key %q issues every %dth number; it has no contiguous ranges", s.name, b.Step)
+	}
+	return b.Start, b.Len(), nil
+}
+
+func (s *segmentKey) Step() int64 { return s.k.Stats().MinStep }
+
+func (s *segmentKey) SetStep(ctx context.Context, step int64) error {
+	err := s.a.SetStep(ctx, s.name, step)
+	if errors.Is(err, segment.ErrBadStep) {
+		return &server.InputError{Field: "step", Err: err}
+	}
+	return err
+}
+
+func (s *segmentKey) CacheView() server.CacheView {
+	st := s.k.Stats()
+	return server.CacheView{
+		Key:    s.name,
+		Value0: st.Buffers[0].Pos, Step0: st.Buffers[0].Step, Max0: st.Buffers[0].Max,
+		Value1: st.Buffers[1].Pos, Step1: st.Buffers[1].Step, Max1: st.Buffers[1].Max,
+		Pos: st.Slot, NextReady: st.NextReady, InitOk: st.InitOK,
+	}
+}
+
+func (s *segmentKey) StoreRow(ctx context.Context) (server.StoreRow, error) {
+	info, err := s.a.Describe(ctx, s.name)
+	if err != nil {
+		return server.StoreRow{}, segmentErr(err)
+	}
+	return server.StoreRow{Key: info.Key, MaxID: info.MaxID, Step: info.Step, UpdateTime: info.UpdateTime, Description: info.Description}, nil
+}
+
+// Ready checks the key's row can be read from the store.
+func (s *segmentKey) Ready(ctx context.Context) error {
+	_, err := s.a.Describe(ctx, s.name)
+	return err
+}
+
+func (s *segmentKey) Stats() []server.Stat {
+	st := s.k.Stats()
+	return []server.Stat{
+		{Name: "segment_remaining", Help: "IDs left in a segment key's two buffers.", Value: float64(st.Remaining)},
+		{Name: "segment_step", Help: "Length of the last segment leased.", Value: float64(st.Step)},
+		{Name: "segment_loads_total", Help: "Segments leased from the store.", Value: float64(st.Loads), Counter: true},
+		{Name: "segment_load_errors_total", Help: "Failed segment leases.", Value: float64(st.LoadErrors), Counter: true},
+	}
+}
+
+// Close does nothing: the Allocator is shared and closed with the server;
+// the store row stays, so a key created again continues above it.
+func (s *segmentKey) Close(ctx context.Context) error { return nil }
