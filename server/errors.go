@@ -21,6 +21,7 @@ const (
 	CodeUnsupported      = "unsupported"
 	CodeUnknownKey       = "unknown_key"
 	CodeNotFound         = "not_found"
+	CodeBadPath          = "bad_path"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"

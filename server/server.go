@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"path"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,7 +219,21 @@ func (k *key) issuerReadier() (Readier, bool) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
-	return mux
+	return s.canonical(mux)
+}
+
+// canonical refuses paths that are not in clean form ("//", "/./", "/../")
+// with a 400 instead of ServeMux's redirect: a client sending them is
+// broken, and a redirect would only hide that.
+func (s *Server) canonical(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if p == "" || p[0] != '/' || (path.Clean(p) != p && path.Clean(p)+"/" != p) {
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadPath, field: "path", msg: "path " + strconv.Quote(trunc(p)) + " is not in canonical form"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // AdminHandler returns the admin listener's handler: everything Handler
@@ -226,6 +242,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
+	h := s.canonical(mux)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -236,7 +253,7 @@ func (s *Server) AdminHandler() http.Handler {
 			s.writeAuthError(w, st)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 

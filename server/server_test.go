@@ -27,7 +27,7 @@ type fixture struct {
 	clk *clock.Fake
 }
 
-func newFixture(t *testing.T, mutate func(*Config)) *fixture {
+func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	t.Helper()
 	reg, cs := testRegistry()
 	cfg := &Config{DataDir: t.TempDir(), Keys: map[string]KeyConfig{
