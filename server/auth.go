@@ -19,8 +19,10 @@ func hashTokens(ts []string) []tokenHash {
 }
 
 // bearer returns the token of an `Authorization: Bearer <t>` header.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
+func bearer(r *http.Request) (string, bool) { return bearerValue(r.Header.Get("Authorization")) }
+
+// bearerValue returns the token of an Authorization value "Bearer <t>".
+func bearerValue(h string) (string, bool) {
 	const p = "Bearer "
 	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
 		return "", false
@@ -37,14 +39,23 @@ func authorize(r *http.Request, allowed []tokenHash) int {
 	if len(allowed) == 0 {
 		return 0
 	}
-	t, ok := bearer(r)
+	return authorizeValue(r.Header.Get("Authorization"), allowed)
+}
+
+// authorizeValue is authorize for an Authorization value (HTTP header or
+// gRPC metadata).
+func authorizeValue(h string, allowed []tokenHash) int {
+	if len(allowed) == 0 {
+		return 0
+	}
+	t, ok := bearerValue(h)
 	if !ok {
 		return http.StatusUnauthorized
 	}
-	h := sha256.Sum256([]byte(t))
+	sum := sha256.Sum256([]byte(t))
 	match := 0
 	for i := range allowed {
-		match |= subtle.ConstantTimeCompare(h[:], allowed[i][:])
+		match |= subtle.ConstantTimeCompare(sum[:], allowed[i][:])
 	}
 	if match == 1 {
 		return 0

@@ -23,6 +23,9 @@ import (
 type Config struct {
 	// Listen is the public address. Default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
+	// GRPCListen is the gRPC address (service idmint.v1.IDs). Empty: no
+	// gRPC listener.
+	GRPCListen string `yaml:"grpc_listen"`
 	// AdminListen is the admin address serving pprof, /metrics and health.
 	// Empty: no admin listener (and no pprof anywhere).
 	AdminListen string `yaml:"admin_listen"`
@@ -212,7 +215,7 @@ func absOrSelf(p string) string {
 // Override applies environment variables over the config (getenv is
 // os.Getenv in the binary; the package never reads the environment itself):
 //
-//	IDMINT_LISTEN, IDMINT_ADMIN_LISTEN, IDMINT_DATA_DIR, IDMINT_COORDINATOR,
+//	IDMINT_LISTEN, IDMINT_GRPC_LISTEN, IDMINT_ADMIN_LISTEN, IDMINT_DATA_DIR, IDMINT_COORDINATOR,
 //	IDMINT_STORE (the default store's URL), IDMINT_ADMIN_TOKEN,
 //	IDMINT_MAX_COUNT, IDMINT_TLS_CERT, IDMINT_TLS_KEY.
 //
@@ -227,6 +230,7 @@ func (c *Config) Override(getenv func(string) string) error {
 	}
 	set("IDMINT_LISTEN", &c.Listen)
 	set("IDMINT_ADMIN_LISTEN", &c.AdminListen)
+	set("IDMINT_GRPC_LISTEN", &c.GRPCListen)
 	set("IDMINT_DATA_DIR", &c.DataDir)
 	set("IDMINT_COORDINATOR", &c.Coordinator)
 	set("IDMINT_ADMIN_TOKEN", &c.AdminToken)
@@ -291,6 +295,13 @@ func (c *Config) Validate(reg *Registry) error {
 		add("listen", c.Listen, "%v", err)
 	} else if !isLoopbackAddr(c.Listen) {
 		loopbackOnly = false
+	}
+	if c.GRPCListen != "" {
+		if err := checkAddr(c.GRPCListen); err != nil {
+			add("grpc_listen", c.GRPCListen, "%v", err)
+		} else if !isLoopbackAddr(c.GRPCListen) && c.AdminToken == "" {
+			add("grpc_listen", c.GRPCListen, "serving a non-loopback address needs admin_token (without it only loopback is served)")
+		}
 	}
 	if c.AdminListen != "" {
 		if err := checkAddr(c.AdminListen); err != nil {

@@ -27,12 +27,17 @@ const (
 	routeHealth
 	routeReady
 	routeOther
+	routeGRPCIDs
+	routeGRPCRange
+	routeGRPCDecode
+	routeGRPCStream
 	numRoutes
 )
 
 var routeNames = [numRoutes]string{
 	"leaf_segment", "leaf_snowflake", "leaf_decode", "cache", "db",
 	"ids", "range", "snowflake", "decode", "keys", "key", "healthz", "readyz", "other",
+	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream",
 }
 
 type metrics struct {

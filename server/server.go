@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/idmint/idmint/clock"
 )
@@ -283,26 +285,46 @@ func (s *Server) HTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// Serve serves Handler on ln (TLS when the config names a certificate) and,
-// when admin is not nil, AdminHandler on admin, until ctx is done. Then it
-// stops accepting, waits for in-flight requests (up to ShutdownTimeout) and
-// closes the server, which releases leases with their horizon recorded.
-func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
+// Listeners are the sockets Serve serves. HTTP is required; GRPC and Admin
+// are optional.
+type Listeners struct {
+	HTTP, GRPC, Admin net.Listener
+}
+
+// Serve serves Handler on l.HTTP (TLS when the config names a certificate),
+// the gRPC service on l.GRPC and AdminHandler on l.Admin, until ctx is done.
+// Then it stops accepting, waits for in-flight requests and streams (up to
+// ShutdownTimeout) and closes the server, which releases leases with their
+// horizon recorded.
+func (s *Server) Serve(ctx context.Context, l Listeners) error {
 	pub := s.HTTPServer(s.Handler())
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() {
 		var err error
 		if s.cfg.TLS.CertFile != "" {
-			err = pub.ServeTLS(ln, s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
+			err = pub.ServeTLS(l.HTTP, s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
 		} else {
-			err = pub.Serve(ln)
+			err = pub.Serve(l.HTTP)
 		}
 		errc <- err
 	}()
 	var adm *http.Server
-	if admin != nil {
+	if l.Admin != nil {
 		adm = s.HTTPServer(s.AdminHandler())
-		go func() { errc <- adm.Serve(admin) }()
+		go func() { errc <- adm.Serve(l.Admin) }()
+	}
+	var gs *grpc.Server
+	if l.GRPC != nil {
+		var opts []grpc.ServerOption
+		if s.cfg.TLS.CertFile != "" {
+			creds, err := credentials.NewServerTLSFromFile(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
+			if err != nil {
+				return fmt.Errorf("server: grpc tls: %w", err)
+			}
+			opts = append(opts, grpc.Creds(creds))
+		}
+		gs = s.GRPCServer(opts...)
+		go func() { errc <- gs.Serve(l.GRPC) }()
 	}
 	var serveErr error
 	select {
@@ -315,6 +337,15 @@ func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
 	errs := []error{}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		errs = append(errs, serveErr)
+	}
+	if gs != nil {
+		stopped := make(chan struct{})
+		go func() { gs.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			gs.Stop()
+		}
 	}
 	if err := pub.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown: %w", err))

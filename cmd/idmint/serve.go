@@ -22,8 +22,8 @@ func init() {
 // serveFlags are the flags of `idmint serve`; each overrides the config
 // file and the environment.
 type serveFlags struct {
-	config, listen, adminListen, data, coordinator, store, logFormat, logLevel string
-	check                                                                      bool
+	config, listen, grpcListen, adminListen, data, coordinator, store, logFormat, logLevel string
+	check                                                                                  bool
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -31,6 +31,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	var f serveFlags
 	fs.StringVar(&f.config, "config", "", "YAML config file (env IDMINT_CONFIG); without one, a default set of keys is served")
 	fs.StringVar(&f.listen, "listen", "", "public address host:port (env IDMINT_LISTEN; default "+server.DefaultListen+"); port 0 picks a free one")
+	fs.StringVar(&f.grpcListen, "grpc-listen", "", "gRPC address host:port (env IDMINT_GRPC_LISTEN; default none)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "admin address for pprof, /metrics, health (env IDMINT_ADMIN_LISTEN; default none)")
 	fs.StringVar(&f.data, "data", "", "data directory (env IDMINT_DATA_DIR; default ./"+server.DefaultDataDir+")")
 	fs.StringVar(&f.coordinator, "coordinator", "", "worker-ID coordinator URL (env IDMINT_COORDINATOR; default file://<data>/worker)")
@@ -85,16 +86,22 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		srv.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	var adminLn net.Listener
-	if cfg.AdminListen != "" {
-		if adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+	ls := server.Listeners{HTTP: ln}
+	for _, o := range []struct {
+		addr string
+		dst  *net.Listener
+	}{{cfg.GRPCListen, &ls.GRPC}, {cfg.AdminListen, &ls.Admin}} {
+		if o.addr == "" {
+			continue
+		}
+		if *o.dst, err = net.Listen("tcp", o.addr); err != nil {
 			ln.Close()
 			srv.Close(context.Background())
-			return fmt.Errorf("listen on %s: %w", cfg.AdminListen, err)
+			return fmt.Errorf("listen on %s: %w", o.addr, err)
 		}
 	}
-	printBanner(e.stdout, cfg, srv, ln, adminLn)
-	return srv.Serve(ctx, ln, adminLn)
+	printBanner(e.stdout, cfg, srv, ls)
+	return srv.Serve(ctx, ls)
 }
 
 // loadServeConfig reads the config file (if any), applies the environment,
@@ -126,6 +133,7 @@ func loadServeConfig(e *env, f serveFlags, reg *server.Registry) (*server.Config
 		}
 	}
 	set(f.listen, &cfg.Listen)
+	set(f.grpcListen, &cfg.GRPCListen)
 	set(f.adminListen, &cfg.AdminListen)
 	set(f.data, &cfg.DataDir)
 	set(f.coordinator, &cfg.Coordinator)
@@ -171,15 +179,19 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, usagef("--log-format: %q is not text or json", format)
 }
 
-func printBanner(w io.Writer, cfg *server.Config, srv *server.Server, ln, adminLn net.Listener) {
+func printBanner(w io.Writer, cfg *server.Config, srv *server.Server, ls server.Listeners) {
+	ln := ls.HTTP
 	scheme := "http"
 	if cfg.TLS.CertFile != "" {
 		scheme = "https"
 	}
 	base := scheme + "://" + ln.Addr().String()
 	fmt.Fprintf(w, "idmint: listening on %s\n", base)
-	if adminLn != nil {
-		fmt.Fprintf(w, "idmint: admin (pprof, metrics) on http://%s\n", adminLn.Addr())
+	if ls.GRPC != nil {
+		fmt.Fprintf(w, "idmint: grpc on %s (service idmint.v1.IDs)\n", ls.GRPC.Addr())
+	}
+	if ls.Admin != nil {
+		fmt.Fprintf(w, "idmint: admin (pprof, metrics) on http://%s\n", ls.Admin.Addr())
 	}
 	dir, _ := filepath.Abs(cfg.DataDir)
 	fmt.Fprintf(w, "idmint: data directory %s\n", dir)

@@ -11,14 +11,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
+	v1 "github.com/idmint/idmint/server/api/idmintv1"
 	"github.com/idmint/idmint/server/strategies"
 )
 
@@ -38,6 +43,7 @@ func buildBinary(t *testing.T) string {
 type daemon struct {
 	cmd    *exec.Cmd
 	base   string
+	grpc   string
 	stderr *bytes.Buffer
 	done   chan error
 }
@@ -46,7 +52,7 @@ type daemon struct {
 // line (it listens on a port the kernel picks).
 func startDaemon(t *testing.T, bin string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "IDMINT_CONFIG=")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -79,9 +85,14 @@ func startDaemon(t *testing.T, bin string, args ...string) *daemon {
 			if !ok {
 				t.Fatalf("idmint serve exited before listening; stderr:\n%s", d.stderr)
 			}
+			if a, found := strings.CutPrefix(l, "idmint: grpc on "); found {
+				d.grpc, _, _ = strings.Cut(a, " ")
+			}
 			if a, found := strings.CutPrefix(l, "idmint: listening on "); found {
 				d.base = a
 				logs.Store(a, cmd.Stderr)
+			}
+			if d.base != "" && d.grpc != "" {
 				go func() {
 					for range lines {
 					}
@@ -139,8 +150,15 @@ func (d *daemon) stop(t *testing.T) {
 // hammer runs clients concurrent clients against every key, each making
 // rounds requests that alternate Leaf single-ID and /v1 batch calls, and
 // returns every ID by key.
-func hammer(t *testing.T, base string, keys []string, clients, rounds int) map[string][]string {
+func hammer(t *testing.T, d *daemon, keys []string, clients, rounds int) map[string][]string {
 	t.Helper()
+	base := d.base
+	cc, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	gc := v1.NewIDsClient(cc)
 	var mu sync.Mutex
 	got := map[string][]string{}
 	errs := make(chan error, clients)
@@ -153,6 +171,22 @@ func hammer(t *testing.T, base string, keys []string, clients, rounds int) map[s
 			key := keys[c%len(keys)]
 			var mine []string
 			for r := 0; r < rounds; r++ {
+				if c%3 == 2 { // a gRPC client
+					resp, err := gc.NextIDs(context.Background(), &v1.NextIDsRequest{Key: key, Count: uint32(20 + c)})
+					if err != nil {
+						errs <- fmt.Errorf("grpc NextIDs %s: %w", key, err)
+						return
+					}
+					for _, id := range resp.Ids {
+						mine = append(mine, strconv.FormatInt(id, 10))
+					}
+					mine = append(mine, resp.TextIds...)
+					if len(resp.Ids)+len(resp.TextIds) != 20+c {
+						errs <- fmt.Errorf("grpc NextIDs %s: %d IDs, want %d", key, len(resp.Ids)+len(resp.TextIds), 20+c)
+						return
+					}
+					continue
+				}
 				if r%2 == 0 && key != "uuid" {
 					url := base + "/api/segment/get/" + key
 					if key == "snowflake" {
@@ -240,7 +274,7 @@ func checkUnique(t *testing.T, seen map[string]map[string]bool, got map[string][
 
 // TestServeEndToEnd builds the real binary, runs it with no configuration
 // on a fresh data directory, hammers every default key with 50 concurrent
-// clients, stops it with SIGTERM, restarts it on the same data and hammers
+// clients (HTTP Leaf-style, HTTP /v1 batches and gRPC), stops it with SIGTERM, restarts it on the same data and hammers
 // it again: no ID of any key may repeat, within a run or across the two.
 func TestServeEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -253,7 +287,7 @@ func TestServeEndToEnd(t *testing.T) {
 	total := 0
 	for run := 0; run < 2; run++ {
 		d := startDaemon(t, bin, "--data", data)
-		got := hammer(t, d.base, keys, 50, 6)
+		got := hammer(t, d, keys, 50, 6)
 		for _, k := range keys {
 			if len(got[k]) == 0 {
 				t.Fatalf("run %d: no IDs for key %s", run, k)
@@ -290,7 +324,7 @@ func TestServeEndToEndEtcdPostgres(t *testing.T) {
 	seen := map[string]map[string]bool{}
 	for run := 0; run < 2; run++ {
 		d := startDaemon(t, bin, "--data", data, "--config", cfg)
-		checkUnique(t, seen, hammer(t, d.base, keys, 50, 4))
+		checkUnique(t, seen, hammer(t, d, keys, 50, 4))
 		d.stop(t)
 	}
 }

@@ -1,0 +1,256 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/idmint/idmint/server/api/idmintv1"
+)
+
+// GRPCServer returns a *grpc.Server serving the idmint.v1.IDs service over
+// this server's keys, with the same tokens, rate limits, count limit and
+// metrics as HTTP. Errors carry gRPC codes: InvalidArgument (bad count, key,
+// layout, ID), NotFound (unknown key), Unauthenticated/PermissionDenied,
+// ResourceExhausted (rate limit), Unavailable (clock, lease or store
+// refused; a "retry-after" trailer gives seconds).
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes))}, opts...)...)
+	v1.RegisterIDsServer(g, &grpcIDs{s: s})
+	return g
+}
+
+type grpcIDs struct {
+	v1.UnimplementedIDsServer
+	s *Server
+}
+
+// statusOf turns an HTTP-style error answer into a gRPC status.
+func statusOf(ctx context.Context, e apiError) error {
+	c := codes.Internal
+	switch e.status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		c = codes.InvalidArgument
+	case http.StatusNotFound:
+		c = codes.NotFound
+	case http.StatusUnauthorized:
+		c = codes.Unauthenticated
+	case http.StatusForbidden:
+		c = codes.PermissionDenied
+	case http.StatusTooManyRequests:
+		c = codes.ResourceExhausted
+	case http.StatusServiceUnavailable:
+		c = codes.Unavailable
+	}
+	if e.retryAfter > 0 {
+		secs := int64((e.retryAfter + time.Second - 1) / time.Second)
+		grpc.SetTrailer(ctx, metadata.Pairs("retry-after", strconv.FormatInt(secs, 10)))
+	}
+	msg := e.msg
+	if e.field != "" {
+		msg = e.field + ": " + msg
+	}
+	return status.Error(c, msg)
+}
+
+// grpcKey is acquire for gRPC: it returns the key read-locked.
+func (s *Server) grpcKey(ctx context.Context, name string) (*key, error) {
+	k := s.lookup(name)
+	if k == nil {
+		if err := CheckName(name); err != nil {
+			return nil, statusOf(ctx, apiError{status: 400, code: CodeBadKey, field: "key", msg: err.Error()})
+		}
+		return nil, statusOf(ctx, apiError{status: 404, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)})
+	}
+	if len(k.tokens) > 0 {
+		h := ""
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			if v := md.Get("authorization"); len(v) > 0 {
+				h = v[0]
+			}
+		}
+		if st := authorizeValue(h, k.tokens); st != 0 {
+			return nil, statusOf(ctx, apiError{status: st, field: "authorization", msg: "a valid bearer token for this key is required"})
+		}
+	}
+	if k.limiter != nil {
+		if ok, wait := k.limiter.allow(); !ok {
+			return nil, statusOf(ctx, apiError{status: 429, field: "key", msg: "key " + strconv.Quote(name) + " is rate limited", retryAfter: wait})
+		}
+	}
+	k.mu.RLock()
+	if k.gone {
+		k.mu.RUnlock()
+		return nil, statusOf(ctx, apiError{status: 404, field: "key", msg: "no key called " + strconv.Quote(name)})
+	}
+	return k, nil
+}
+
+func (s *Server) grpcCount(ctx context.Context, n uint32, field string) (int, error) {
+	if n == 0 {
+		return 1, nil
+	}
+	if int64(n) > int64(s.cfg.MaxCount) {
+		return 0, statusOf(ctx, apiError{status: 400, field: field, msg: strconv.FormatUint(uint64(n), 10) + " is out of range: must be between 1 and " + strconv.Itoa(s.cfg.MaxCount) + " (max_count)"})
+	}
+	return int(n), nil
+}
+
+// fill issues n IDs of k into a response.
+func (s *Server) fill(ctx context.Context, k *key, n int) (*v1.NextIDsResponse, error) {
+	resp := &v1.NextIDsResponse{Key: k.name, Strategy: k.cfg.Strategy}
+	if k.ints != nil {
+		resp.Ids = make([]int64, n)
+		if err := k.ints.NextInt64s(ctx, resp.Ids); err != nil {
+			return nil, statusOf(ctx, issuerError(err, k.name))
+		}
+	} else {
+		resp.TextIds = make([]string, n)
+		if err := k.strs.NextStrings(ctx, resp.TextIds); err != nil {
+			return nil, statusOf(ctx, issuerError(err, k.name))
+		}
+	}
+	k.issued.Add(float64(n))
+	return resp, nil
+}
+
+func grpcStatus(err error) int {
+	switch status.Code(err) {
+	case codes.OK:
+		return 200
+	case codes.InvalidArgument:
+		return 400
+	case codes.NotFound:
+		return 404
+	case codes.Unauthenticated:
+		return 401
+	case codes.PermissionDenied:
+		return 403
+	case codes.ResourceExhausted:
+		return 429
+	case codes.Canceled:
+		return 499
+	}
+	return 503
+}
+
+func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.NextIDsResponse, err error) {
+	s := g.s
+	start := s.clk.Mono()
+	defer func() { s.metrics.observe(routeGRPCIDs, grpcStatus(err), s.clk.Mono()-start) }()
+	n, err := s.grpcCount(ctx, r.GetCount(), "count")
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.grpcKey(ctx, r.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	defer k.mu.RUnlock()
+	return s.fill(ctx, k, n)
+}
+
+func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *v1.NextRangeResponse, err error) {
+	s := g.s
+	start := s.clk.Mono()
+	defer func() { s.metrics.observe(routeGRPCRange, grpcStatus(err), s.clk.Mono()-start) }()
+	n, err := s.grpcCount(ctx, r.GetCount(), "count")
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.grpcKey(ctx, r.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	defer k.mu.RUnlock()
+	if k.ranger == nil {
+		return nil, statusOf(ctx, apiError{status: 400, field: "key", msg: "key " + strconv.Quote(k.name) + " does not hand out contiguous ranges"})
+	}
+	first, got, err := k.ranger.NextRange(ctx, int64(n))
+	if err != nil {
+		return nil, statusOf(ctx, issuerError(err, k.name))
+	}
+	k.issued.Add(float64(got))
+	return &v1.NextRangeResponse{Key: k.name, First: first, Count: got}, nil
+}
+
+func (g *grpcIDs) Decode(ctx context.Context, r *v1.DecodeRequest) (resp *v1.DecodeResponse, err error) {
+	s := g.s
+	start := s.clk.Mono()
+	defer func() { s.metrics.observe(routeGRPCDecode, grpcStatus(err), s.clk.Mono()-start) }()
+	var dec func(string) (Decoded, error)
+	switch {
+	case r.GetLayout() != "" && r.GetKey() != "":
+		return nil, statusOf(ctx, apiError{status: 400, field: "layout", msg: "give layout or key, not both"})
+	case r.GetLayout() != "":
+		l, err := lookupLayout(s.reg, s.cfg, r.GetLayout())
+		if err != nil {
+			return nil, statusOf(ctx, apiError{status: 400, field: "layout", msg: err.Error()})
+		}
+		dec = l.Decode
+	default:
+		name := r.GetKey()
+		if name == "" {
+			name = s.cfg.LeafSnowflakeKey
+		}
+		k, err := s.grpcKey(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		d := k.dec
+		k.mu.RUnlock()
+		if d == nil {
+			return nil, statusOf(ctx, apiError{status: 400, field: "key", msg: "key " + strconv.Quote(name) + " has no decoder; give a layout"})
+		}
+		dec = d.Decode
+	}
+	p, err := dec(r.GetId())
+	if err != nil {
+		return nil, statusOf(ctx, apiError{status: 400, field: "id", msg: err.Error()})
+	}
+	out := &v1.DecodeResponse{Layout: p.Layout, Node: p.Node, Sequence: p.Sequence, Extra: p.Extra}
+	if !p.Time.IsZero() {
+		out.UnixMs = p.Time.UnixMilli()
+	}
+	return out, nil
+}
+
+func (g *grpcIDs) StreamIDs(r *v1.StreamIDsRequest, stream grpc.ServerStreamingServer[v1.NextIDsResponse]) (err error) {
+	s := g.s
+	ctx := stream.Context()
+	start := s.clk.Mono()
+	defer func() { s.metrics.observe(routeGRPCStream, grpcStatus(err), s.clk.Mono()-start) }()
+	batch, err := s.grpcCount(ctx, r.GetBatch(), "batch")
+	if err != nil {
+		return err
+	}
+	sent := uint64(0)
+	for r.GetTotal() == 0 || sent < r.GetTotal() {
+		n := batch
+		if t := r.GetTotal(); t != 0 && t-sent < uint64(n) {
+			n = int(t - sent)
+		}
+		// The key is looked up per batch, so a stream on a deleted key
+		// ends, and the rate limit applies per batch.
+		k, err := s.grpcKey(ctx, r.GetKey())
+		if err != nil {
+			return err
+		}
+		resp, err := s.fill(ctx, k, n)
+		k.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		sent += uint64(n)
+	}
+	return nil
+}
