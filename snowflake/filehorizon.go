@@ -20,7 +20,8 @@ const fileHorizonMagic = "idmint-horizon v1 "
 // process on one machine (a restart of the same worker). Every Extend writes
 // a new file beside the old one, fsyncs it, renames it over the old one and
 // fsyncs the directory, so after a crash the file holds either the old or the
-// new horizon, never a torn one. The recorded horizon never decreases.
+// new horizon, never a torn one. Extend never lowers the recorded horizon;
+// Release (a clean Close) lowers it to the last ID actually issued.
 //
 // A FileHorizon does not stop two processes from using the same file at
 // once; workers on several machines need a coordinator-backed Horizon (the
@@ -112,6 +113,23 @@ func (f *FileHorizon) Extend(ctx context.Context, until time.Time) (time.Time, e
 	}
 	f.cur = until
 	return f.cur, nil
+}
+
+// Release records last as the horizon even when it is below the recorded
+// one: Generator.Close calls it with the time of the last ID it issued, so
+// the next run starts right after that ID rather than after the whole lead.
+func (f *FileHorizon) Release(ctx context.Context, last time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last = last.UTC()
+	if err := writeFileAtomic(f.path, []byte(fileHorizonMagic+last.Format(time.RFC3339Nano)+"\n")); err != nil {
+		return fmt.Errorf("snowflake: write horizon: %w", err)
+	}
+	f.cur, f.read = last, true
+	return nil
 }
 
 // writeFileAtomic writes data to a temporary file in path's directory,

@@ -78,7 +78,8 @@ func TestHorizonRestart(t *testing.T) {
 		issued = append(issued, mustNext(t, g1))
 		f1.Advance(time.Millisecond)
 	}
-	g1.Close()
+	// g1 "crashes": it is never closed, so the lead-ahead horizon it
+	// recorded stays on disk, as after kill -9.
 	h, err := NewFileHorizon(path).Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -117,8 +118,89 @@ func TestHorizonRestart(t *testing.T) {
 		}
 	}
 	g3.Close()
-	if h2, _ := NewFileHorizon(path).Load(ctx); !h2.After(mustDecode(t, l, dst[len(dst)-1]).Time) {
-		t.Fatalf("horizon %v not ahead of the last stamp", h2)
+	if h2, _ := NewFileHorizon(path).Load(ctx); h2.Before(mustDecode(t, l, dst[len(dst)-1]).Time) {
+		t.Fatalf("horizon %v below the last stamp", h2)
+	}
+}
+
+// TestHorizonCrashRestartWaits: after a crash the recorded horizon is up to
+// a lead ahead of the clock. A restarted generator waits that out (it is the
+// expected cost of a crash, not a rollback) and then issues strictly after it.
+func TestHorizonCrashRestartWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := twitter(t)
+	path := filepath.Join(t.TempDir(), "horizon")
+	g1, f1 := newGen(t, l, Settings{Horizon: NewFileHorizon(path)})
+	last := mustNext(t, g1) // then "kill -9": no Close
+	h, _ := NewFileHorizon(path).Load(ctx)
+	if !h.After(f1.Now().Add(2 * time.Second)) {
+		t.Fatalf("horizon %v is not ahead of the clock %v", h, f1.Now())
+	}
+	// A restarted process whose clock is 500 ms behind is told how far
+	// behind it is (the wait exceeds the lead it may wait out)...
+	f2 := clock.NewFake(f1.Now().Add(-500 * time.Millisecond))
+	g2, _ := newGen(t, l, Settings{Clock: f2, Horizon: NewFileHorizon(path)})
+	var cb *ClockBehindError
+	if _, err := g2.Next(ctx); !errors.As(err, &cb) || cb.Behind < 3500*time.Millisecond {
+		t.Fatalf("restart 500 ms behind = %v, want *ClockBehindError of at least 3.5 s", err)
+	}
+	// ...and once its clock has caught up with the crashed holder's, it
+	// waits out the rest of the lead instead of failing.
+	f2.Advance(600 * time.Millisecond)
+	got := make(chan int64, 1)
+	errc := make(chan error, 1)
+	go func() {
+		id, err := g2.Next(ctx)
+		errc <- err
+		got <- id
+	}()
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slept := make(chan error, 1)
+	go func() { slept <- f2.WaitForSleepers(waitCtx, 1) }()
+	select {
+	case err := <-errc:
+		t.Fatalf("Next after a crash restart returned at once: %v; want a wait", err)
+	case <-slept:
+	}
+	f2.Advance(h.Sub(f2.Now()) + time.Millisecond)
+	if err := <-errc; err != nil {
+		t.Fatalf("Next after a crash restart = %v, want a wait then an ID", err)
+	}
+	id := <-got
+	if id <= last || !mustDecode(t, l, id).Time.After(h) {
+		t.Fatalf("restart issued %d (%v), want above %d and after the horizon %v", id, mustDecode(t, l, id).Time, last, h)
+	}
+}
+
+// TestHorizonGracefulRestart: Close records the last issued ID's time, so a
+// restart on the same clock issues at once, strictly above everything before.
+func TestHorizonGracefulRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := twitter(t)
+	path := filepath.Join(t.TempDir(), "horizon")
+	g1, f := newGen(t, l, Settings{Horizon: NewFileHorizon(path)})
+	var last int64
+	for range 100 {
+		last = mustNext(t, g1)
+	}
+	if err := g1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g1.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close = %v", err)
+	}
+	h, _ := NewFileHorizon(path).Load(ctx)
+	if want := mustDecode(t, l, last).Time; !h.Equal(want) {
+		t.Fatalf("released horizon %v, want the last stamp %v", h, want)
+	}
+	g2, _ := newGen(t, l, Settings{Clock: f, Horizon: NewFileHorizon(path)})
+	f.Advance(time.Millisecond)
+	id, err := g2.Next(ctx)
+	if err != nil || id <= last {
+		t.Fatalf("graceful restart: Next = %d, %v; want > %d at once", id, err, last)
 	}
 }
 

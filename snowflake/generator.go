@@ -132,6 +132,7 @@ const (
 	refreshEvery     = 64 // the fast path re-reads the clock every this many IDs
 	noHorizon        = math.MaxInt64
 	beforeAnyHorizon = -1 << 62
+	releaseTimeout   = 5 * time.Second
 	extendBackoff    = 100 * time.Millisecond
 )
 
@@ -187,6 +188,8 @@ type Generator struct {
 	loaded    bool
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	closeErr  error
+	floor     atomic.Int64 // the state a loaded horizon raised us to; nothing issued while state == floor
 }
 
 type extension struct {
@@ -277,6 +280,7 @@ func New(l Layout, s Settings) (*Generator, error) {
 	}
 	g.refresh = min(refreshEvery-1, g.seqMask)
 	g.state.Store(-1)
+	g.floor.Store(-2)
 	g.cached.Store(noTick)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	if g.horizon == nil {
@@ -408,8 +412,16 @@ func (g *Generator) reserve(ctx context.Context, want int64) (int64, int64, erro
 			if tick > p+allow {
 				// The clock is behind what was issued, beyond what we may bridge.
 				wait := g.layout.tickTime(tick - allow).Sub(now)
-				if g.maxWait < 0 || wait > g.maxWait {
-					return 0, 0, &ClockBehindError{Behind: g.layout.tickTime(tick).Sub(now), MaxWait: g.maxWait}
+				maxWait := g.maxWait
+				if old == g.floor.Load() {
+					// Nothing issued yet past a recorded horizon: the previous
+					// holder stamped at most its lead (plus what it could
+					// borrow) ahead of its clock, so waiting that out is the
+					// expected cost of a crash restart, not a rollback.
+					maxWait = max(maxWait, 0) + g.lead + time.Duration(max(g.borrow, g.logical)+1)*g.layout.unit
+				}
+				if maxWait < 0 || wait > maxWait {
+					return 0, 0, &ClockBehindError{Behind: g.layout.tickTime(tick).Sub(now), MaxWait: maxWait}
 				}
 				if err := g.clk.Sleep(ctx, wait); err != nil {
 					return 0, 0, err
@@ -447,7 +459,7 @@ func (g *Generator) reserve(ctx context.Context, want int64) (int64, int64, erro
 // borrowed from future ticks, up to LogicalLimit after a bridged rollback.
 func (g *Generator) Ahead() time.Duration {
 	s := g.state.Load()
-	if s < 0 {
+	if s < 0 || g.closed.Load() {
 		return 0
 	}
 	return max(g.layout.tickTime(s>>g.sb).Sub(g.clk.Now()), 0)
@@ -464,8 +476,11 @@ func (g *Generator) Horizon() time.Time {
 	return g.layout.tickTime(h)
 }
 
-// Close stops the generator's background goroutines and waits for them. Calls
-// after Close return ErrClosed. Close is idempotent and returns nil.
+// Close stops the generator's background goroutines and waits for them.
+// Calls after Close return ErrClosed. When the Horizon is a Releaser and the
+// generator loaded it, Close records the time of the last issued ID as the
+// horizon (bounded by releaseTimeout), so the next holder need not wait out
+// the lead; it returns that error, if any. Close is idempotent.
 func (g *Generator) Close() error {
 	g.closeOnce.Do(func() {
 		g.mu.Lock()
@@ -475,8 +490,24 @@ func (g *Generator) Close() error {
 		g.cancel()
 		g.wg.Wait()
 		g.limit.Store(beforeAnyHorizon)
+		// From here no CAS on the state can succeed: a caller that passed
+		// the limit check before Close sees its CAS fail and then ErrClosed.
+		// last therefore covers every ID ever returned.
+		last := g.state.Swap(math.MaxInt64)
+		r, ok := g.horizon.(Releaser)
+		g.mu.Lock()
+		loaded := g.loaded
+		g.mu.Unlock()
+		if !ok || !loaded || last < 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		if err := r.Release(ctx, g.layout.tickTime(last>>g.sb)); err != nil {
+			g.closeErr = fmt.Errorf("%w: release: %w", ErrHorizon, err)
+		}
 	})
-	return nil
+	return g.closeErr
 }
 
 // storeTick publishes a fresh clock reading for the fast path and makes sure
@@ -606,6 +637,7 @@ func (g *Generator) extend(ctx context.Context) error {
 					break
 				}
 			}
+			g.floor.Store(want)
 		}
 		g.mu.Lock()
 		g.loaded = true

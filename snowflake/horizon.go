@@ -35,6 +35,19 @@ type Horizon interface {
 	Extend(ctx context.Context, until time.Time) (time.Time, error)
 }
 
+// Releaser is a Horizon that can be lowered when its holder stops cleanly.
+// Generator.Close calls Release with the time stamped on the last ID it
+// issued, after it has made sure it issues no more: the next holder then
+// starts right after that ID instead of after the whole lead, so a graceful
+// restart waits for nothing. A holder that crashes never releases, and its
+// successor waits out the recorded horizon (at most the lead).
+type Releaser interface {
+	// Release records last as the horizon, even though it is below the
+	// horizon recorded so far. Like Extend, it must fail rather than write
+	// when it cannot prove the caller still holds the horizon.
+	Release(ctx context.Context, last time.Time) error
+}
+
 // Fence tells a generator whether its worker ID is still provably its own
 // (design.md U4). A generator with a Fence issues nothing once the Clock's
 // Mono reading reaches ValidUntil, and resumes when ValidUntil moves past it
