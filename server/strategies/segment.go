@@ -41,40 +41,54 @@ type allocatorResource struct {
 
 func (r *allocatorResource) Close(ctx context.Context) error { return r.a.Close() }
 
-func newSegment(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-	url := env.Config.Stores[k.Store]
-	res, err := env.Shared(ctx, "segment store "+k.Store, func(ctx context.Context) (server.Resource, error) {
+// openAllocator returns the Allocator shared by every key on the named store.
+func openAllocator(ctx context.Context, env *server.Env, store string) (*segment.Allocator, error) {
+	url := env.Config.Stores[store]
+	res, err := env.Shared(ctx, "segment store "+store, func(ctx context.Context) (server.Resource, error) {
 		a, err := stores.OpenAllocator(ctx, url, segment.Options{Clock: env.Clock, CloseStore: true})
 		if err != nil {
-			return nil, fmt.Errorf("open segment store %q: %w", k.Store, err)
+			return nil, fmt.Errorf("open segment store %q: %w", store, err)
 		}
 		return &allocatorResource{a: a, url: url}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	a := res.(*allocatorResource).a
-	step := k.Step
-	if step == 0 {
-		step = DefaultStep
+	return res.(*allocatorResource).a, nil
+}
+
+// ensureRow creates the key's store row if missing. The row survives
+// restarts and deletions (its max_id only grows); a step set in the config
+// wins over the row's.
+func ensureRow(ctx context.Context, a *segment.Allocator, name string, step int64, desc string) error {
+	want := step
+	if want == 0 {
+		want = DefaultStep
 	}
-	err = a.CreateKey(ctx, segment.KeyInfo{Key: name, Step: step, Description: k.Options["description"]})
+	err := a.CreateKey(ctx, segment.KeyInfo{Key: name, Step: want, Description: desc})
 	switch {
 	case errors.Is(err, segment.ErrKeyExists):
-		// The row survives restarts and deletions (its max_id only grows).
-		// A step set in the config wins over the row's.
-		if k.Step != 0 {
-			info, derr := a.Describe(ctx, name)
-			if derr != nil {
-				return nil, derr
+		if step != 0 {
+			info, err := a.Describe(ctx, name)
+			if err != nil {
+				return err
 			}
-			if info.Step != k.Step {
-				if err := a.SetStep(ctx, name, k.Step); err != nil {
-					return nil, err
-				}
+			if info.Step != step {
+				return a.SetStep(ctx, name, step)
 			}
 		}
-	case err != nil:
+		return nil
+	default:
+		return err
+	}
+}
+
+func newSegment(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+	a, err := openAllocator(ctx, env, k.Store)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureRow(ctx, a, name, k.Step, k.Options["description"]); err != nil {
 		return nil, err
 	}
 	key, err := a.Key(name)

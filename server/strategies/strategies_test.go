@@ -58,6 +58,9 @@ var allKeys = map[string]server.KeyConfig{
 	"uuid4":     {Strategy: "uuid", Options: map[string]string{"version": "4"}},
 	"oid":       {Strategy: "objectid"},
 	"x":         {Strategy: "xid"},
+	"u":         {Strategy: "ulid"},
+	"k":         {Strategy: "ksuid"},
+	"orderno":   {Strategy: "ordernum", Step: 50, Options: map[string]string{"format": "length=16", "key": "000102030405060708090a0b0c0d0e0f"}},
 }
 
 func TestEveryStrategyServes(t *testing.T) {
@@ -96,7 +99,7 @@ func TestEveryStrategyServes(t *testing.T) {
 			break
 		}
 		code, body := get(t, h, "GET", "/v1/decode/"+one+"?key="+name, "")
-		if name == "order" {
+		if name == "order" || name == "orderno" {
 			if code != 400 {
 				t.Errorf("segment IDs have no decoder: %d %s", code, body)
 			}
@@ -178,6 +181,7 @@ func TestChecks(t *testing.T) {
 		"d": {Strategy: "segment", Step: -1},
 		"e": {Strategy: "segment", Step: 1 << 40},
 		"f": {Strategy: "snowflake", Layout: "simpleflake"}, // no node field
+		"g": {Strategy: "ordernum", Options: map[string]string{"format": "length=99", "key": "short"}},
 	}}
 	cfg.SetDefaults()
 	err := cfg.Validate(reg)
@@ -185,7 +189,7 @@ func TestChecks(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v", err)
 	}
-	for _, want := range []string{"layouts.broken", "keys.a.options.datacenter", "keys.b.options.colour", "keys.c.options.version", "keys.d.step", "keys.e.step", "keys.f.layout"} {
+	for _, want := range []string{"layouts.broken", "keys.a.options.datacenter", "keys.b.options.colour", "keys.c.options.version", "keys.d.step", "keys.e.step", "keys.f.layout", "keys.g.options.format", "keys.g.options.key"} {
 		found := false
 		for _, p := range ve.Problems {
 			found = found || p.Field == want
@@ -218,3 +222,18 @@ func BenchmarkLeafSegment(b *testing.B)        { benchReal(b, "/api/segment/get/
 func BenchmarkLeafSnowflake(b *testing.B)      { benchReal(b, "/api/snowflake/get/snowflake") }
 func BenchmarkSegmentBatch1000(b *testing.B)   { benchReal(b, "/v1/keys/order/ids?count=1000") }
 func BenchmarkSnowflakeBatch1000(b *testing.B) { benchReal(b, "/v1/keys/snowflake/ids?count=1000") }
+
+func TestOrderNumbers(t *testing.T) {
+	_, h := newServer(t, allKeys)
+	code, body := get(t, h, "GET", "/v1/keys/orderno/ids?count=5", "")
+	var b struct{ IDs []string }
+	if code != 200 || json.Unmarshal([]byte(body), &b) != nil || len(b.IDs) != 5 {
+		t.Fatalf("%d %s", code, body)
+	}
+	for _, id := range b.IDs {
+		if len(id) != 16 || strings.Trim(id, "0123456789") != "" {
+			t.Fatalf("order number %q is not 16 digits", id)
+		}
+	}
+	t.Log(b.IDs)
+}

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idmint/idmint/ksuid"
 	"github.com/idmint/idmint/objectid"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/ulid"
 	"github.com/idmint/idmint/uuid"
 	"github.com/idmint/idmint/xid"
 )
@@ -62,6 +64,36 @@ func textStrategies() []server.Strategy {
 					u, err := next(ctx)
 					return u.String(), err
 				}, decode: decodeUUID}, nil
+			},
+		},
+		{
+			Name:    "ulid",
+			Summary: "ULIDs (48-bit ms time + 80 random bits, monotonic within a millisecond)",
+			Check:   func(k server.KeyConfig, cfg *server.Config) []server.Problem { return unknownOptions(k) },
+			New: func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+				g, err := ulid.New(ulid.Settings{Clock: env.Clock})
+				if err != nil {
+					return nil, err
+				}
+				return &textKey{next: func(ctx context.Context) (string, error) {
+					id, err := g.Next(ctx)
+					return id.String(), err
+				}, decode: decodeULID}, nil
+			},
+		},
+		{
+			Name:    "ksuid",
+			Summary: "KSUIDs (32-bit seconds since 2014-05-13 + 128 random bits, base62)",
+			Check:   func(k server.KeyConfig, cfg *server.Config) []server.Problem { return unknownOptions(k) },
+			New: func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+				g, err := ksuid.New(ksuid.Settings{Clock: env.Clock})
+				if err != nil {
+					return nil, err
+				}
+				return &textKey{next: func(ctx context.Context) (string, error) {
+					id, err := g.Next(ctx)
+					return id.String(), err
+				}, decode: decodeKSUID}, nil
 			},
 		},
 		{
@@ -121,6 +153,8 @@ func textLayouts() []server.Layout {
 		{Name: "uuid", Decode: decodeUUID},
 		{Name: "objectid", Decode: decodeObjectID},
 		{Name: "xid", Decode: decodeXID},
+		{Name: "ulid", Decode: decodeULID},
+		{Name: "ksuid", Decode: decodeKSUID},
 	}
 }
 
@@ -160,4 +194,23 @@ func decodeXID(s string) (server.Decoded, error) {
 	m := id.Machine()
 	return server.Decoded{Layout: "xid", Time: id.Time(), Sequence: int64(id.Counter()), Node: int64(id.Pid()),
 		Extra: map[string]string{"machine": fmt.Sprintf("%x", m)}}, nil
+}
+
+func decodeULID(s string) (server.Decoded, error) {
+	id, err := ulid.Parse(s)
+	if err != nil {
+		return server.Decoded{}, err
+	}
+	e := id.Entropy()
+	return server.Decoded{Layout: "ulid", Time: time.UnixMilli(int64(id.Time())).UTC(),
+		Extra: map[string]string{"entropy": fmt.Sprintf("%x", e)}}, nil
+}
+
+func decodeKSUID(s string) (server.Decoded, error) {
+	id, err := ksuid.Parse(s)
+	if err != nil {
+		return server.Decoded{}, err
+	}
+	return server.Decoded{Layout: "ksuid", Time: id.Time().UTC(),
+		Extra: map[string]string{"payload": fmt.Sprintf("%x", id.Payload())}}, nil
 }
