@@ -12,8 +12,14 @@ import (
 // runCLI runs idmint with args and returns its exit status and output.
 func runCLI(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
+	return runCLIEnv(t, nil, args...)
+}
+
+// runCLIEnv is runCLI with environment variables.
+func runCLIEnv(t testing.TB, vars map[string]string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
 	code := run(context.Background(), e, args)
 	return code, out.String(), errb.String()
 }

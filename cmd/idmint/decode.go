@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/idmint/idmint/idformat"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -32,8 +34,9 @@ func (d decoded) MarshalJSON() ([]byte, error) {
 }
 
 func runDecode(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "decode", "<id>... [--layout NAME|SPEC] [--json]")
-	layoutText := fs.String("layout", "twitter", "snowflake layout the IDs were issued with (see `idmint layouts`)")
+	fs := newFlags(e, "decode", "<id>... [--layout NAME|SPEC] [--format NAME] [--json]")
+	layoutText := fs.String("layout", "", "snowflake layout decimal IDs were issued with (see `idmint layouts`; default twitter)")
+	format := fs.String("format", "", "the ID's format when it cannot be told by its shape: snowflake, "+strings.Join(idformat.Formats(), ", "))
 	asJSON := fs.Bool("json", false, "print one JSON object per ID")
 	ids, err := parseFlags(fs, args)
 	if err != nil {
@@ -42,12 +45,27 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 	if len(ids) == 0 {
 		return usagef("missing argument: the ID to decode")
 	}
-	layout, err := snowflake.ParseLayout(*layoutText)
+	lt := *layoutText
+	if lt == "" {
+		lt = "twitter"
+	}
+	layout, err := snowflake.ParseLayout(lt)
 	if err != nil {
 		return usagef("flag --layout: %v", err)
 	}
+	if *format != "" && *format != "snowflake" && !slices.Contains(idformat.Formats(), *format) {
+		return usagef("flag --format: %q is unknown (want snowflake, %s)", *format, strings.Join(idformat.Formats(), ", "))
+	}
 	for _, text := range ids {
-		d, err := decodeSnowflake(layout, text)
+		var d decoded
+		switch {
+		case *format == "snowflake" || *layoutText != "" || (*format == "" && isDecimal(text)):
+			d, err = decodeSnowflake(layout, text)
+		case *format != "":
+			d, err = decodeFamily(idformat.ParseAs(*format, text))
+		default:
+			d, err = decodeFamily(idformat.Parse(text))
+		}
 		if err != nil {
 			return err
 		}
@@ -62,6 +80,30 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return nil
+}
+
+func isDecimal(s string) bool {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && !(i == 0 && s[i] == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func decodeFamily(p idformat.Parts, err error) (decoded, error) {
+	if err != nil {
+		return decoded{}, usagef("argument id: %v", err)
+	}
+	d := decoded{Format: p.Format, ID: p.Canonical}
+	for _, f := range p.Fields() {
+		d.Parts = append(d.Parts, kvPart{f.Name, f.Value})
+	}
+	return d, nil
 }
 
 func decodeSnowflake(l snowflake.Layout, text string) (decoded, error) {

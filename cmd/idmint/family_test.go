@@ -1,0 +1,71 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every text kind of `idmint gen` issues distinct IDs that `idmint decode`
+// recognises by shape as the same format.
+func TestGenDecodeFamily(t *testing.T) {
+	t.Parallel()
+	formatOf := map[string]string{"uuid-v1": "uuid", "uuid-v4": "uuid", "uuid-v6": "uuid", "uuid-v7": "uuid",
+		"ulid": "ulid", "ksuid": "ksuid", "xid": "xid", "objectid": "objectid", "flake128": "flake128"}
+	for kind, format := range formatOf {
+		code, out, errOut := runCLI(t, "gen", kind, "-n", "500", "--worker", "9")
+		if code != 0 {
+			t.Fatalf("gen %s: exit %d: %s", kind, code, errOut)
+		}
+		ids := strings.Fields(out)
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("gen %s issued %s twice", kind, id)
+			}
+			seen[id] = true
+		}
+		if len(seen) != 500 {
+			t.Fatalf("gen %s: %d IDs, want 500", kind, len(seen))
+		}
+		code, out, errOut = runCLI(t, "decode", ids[0])
+		if code != 0 || !strings.Contains(out, "("+format+")") {
+			t.Errorf("decode of %s %s: exit %d, %q %s", kind, ids[0], code, out, errOut)
+		}
+	}
+}
+
+// RFC 9562 Appendix A.6: the example UUIDv7 017F22E2-79B0-7CC3-98C4-DC0C0C07398F
+// carries the time Tuesday, February 22, 2022 2:22:22.00 PM GMT-05:00.
+func TestDecodeRFC9562Example(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "decode", "--json", "017F22E2-79B0-7CC3-98C4-DC0C0C07398F")
+	if code != 0 || !strings.Contains(out, `"time":"2022-02-22T19:22:22Z"`) || !strings.Contains(out, `"version":"7"`) {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+}
+
+func TestGenMember(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{geneSecretEnv: "000102030405060708090a0b0c0d0e0f"}
+	code, out, errOut := runCLIEnv(t, vars, "gen", "timeid-gene", "--member", "alice", "-n", "50")
+	if code != 0 || len(strings.Fields(out)) != 50 {
+		t.Fatalf("exit %d: %q %s", code, out, errOut)
+	}
+	for _, c := range []struct {
+		vars map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"gen", "timeid-gene", "--member", "alice"}, geneSecretEnv},
+		{vars, []string{"gen", "timeid-gene"}, "--member"},
+		{nil, []string{"gen", "uuid-v4", "-n", "-1"}, "-n: -1"},
+		{nil, []string{"decode", "--format", "nosuch", "x"}, `"nosuch"`},
+		{nil, []string{"decode", "zzzz"}, "zzzz"},
+		{nil, []string{"decode", "--format", "uuid", "017F22E2-79B0-7CC3-98C4"}, "uuid"},
+	} {
+		code, out, errOut := runCLIEnv(t, c.vars, c.args...)
+		if code != 2 || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("%v: exit %d %q %q, want exit 2 naming %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}

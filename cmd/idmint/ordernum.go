@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idmint/idmint/ordernum"
+	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/segment/stores"
+)
+
+func init() {
+	register(command{name: "ordernum", summary: "issue, decode and check order numbers: idmint ordernum [decode|check] ...", run: runOrdernum})
+}
+
+// secretEnv names the environment variable that may carry order-number key
+// material. Key material never comes from a flag (it would show in ps and
+// shell history) and is never printed.
+const secretEnv = "IDMINT_ORDERNUM_SECRET"
+
+const defaultOrderFormat = "length=16,date=yyMMdd,version"
+
+func runOrdernum(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "decode":
+			return ordernumDecode(ctx, e, args[1:])
+		case "check":
+			return ordernumCheck(e, args[1:])
+		}
+	}
+	return ordernumIssue(ctx, e, args)
+}
+
+// orderFlags are the flags every ordernum subcommand shares.
+type orderFlags struct {
+	format, secretFile string
+}
+
+func (o *orderFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&o.format, "format", defaultOrderFormat, "order-number format spec, e.g. alphabet=base32,length=13,prefix=K,check=mod37")
+	fs.StringVar(&o.secretFile, "secret-file", "", "file with the key material, one VERSION:KEY (hex or base64) per line; default: env "+secretEnv)
+}
+
+func (o *orderFlags) parseFormat() (ordernum.Format, error) {
+	f, err := ordernum.ParseFormat(o.format)
+	if err != nil {
+		return ordernum.Format{}, usagef("flag --format: %v", err)
+	}
+	return f, nil
+}
+
+// codec builds the codec from the key material: the highest version issues,
+// the others still decode.
+func (o *orderFlags) codec(e *env, f ordernum.Format) (*ordernum.Codec, error) {
+	var text, source string
+	if o.secretFile != "" {
+		b, err := os.ReadFile(o.secretFile)
+		if err != nil {
+			return nil, usagef("flag --secret-file: %v", err)
+		}
+		text, source = string(b), "--secret-file "+o.secretFile
+	} else {
+		text, source = e.getenv(secretEnv), "env "+secretEnv
+	}
+	keys, err := parseSecrets(text)
+	if err != nil {
+		return nil, usagef("%s: %v", source, err)
+	}
+	if len(keys) == 0 {
+		return nil, usagef("no key material: set %s or --secret-file to lines of VERSION:KEY (16, 24 or 32 bytes in hex or base64)", secretEnv)
+	}
+	c, err := ordernum.New(f, keys[0], keys[1:]...)
+	if err != nil {
+		return nil, usagef("%s: %v", source, err)
+	}
+	return c, nil
+}
+
+// parseSecrets reads "VERSION:KEY" entries separated by newlines or
+// semicolons, highest version first. Errors name the entry by its position
+// and version, never by its key text.
+func parseSecrets(text string) ([]ordernum.Key, error) {
+	var keys []ordernum.Key
+	seen := map[int]bool{}
+	for i, entry := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == ';' || r == '\r' }) {
+		entry = strings.TrimSpace(entry)
+		if entry == "" || strings.HasPrefix(entry, "#") {
+			continue
+		}
+		v, material, ok := strings.Cut(entry, ":")
+		if !ok {
+			return nil, fmt.Errorf("entry %d: want VERSION:KEY", i+1)
+		}
+		version, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: version %q is not a number", i+1, strings.TrimSpace(v))
+		}
+		if seen[version] {
+			return nil, fmt.Errorf("entry %d: version %d given twice", i+1, version)
+		}
+		seen[version] = true
+		k, err := ordernum.ParseKey(version, strings.TrimSpace(material))
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Version() > keys[j].Version() })
+	return keys, nil
+}
+
+func ordernumIssue(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "ordernum", "[--key NAME] [--store URL] [--format SPEC] [--secret-file F] [--tz ZONE] [-n N]")
+	var o orderFlags
+	o.register(fs)
+	key := fs.String("key", "orders", "ID key whose sequence numbers are permuted (a segment key; with a date part one per day, NAME:YYYYMMDD)")
+	store := fs.String("store", "sqlite://"+filepath.Join("idmint-data", "segments.db"), "segment store the sequence comes from")
+	tz := fs.String("tz", "UTC", "time zone of the date part")
+	n := fs.Int("n", 1, "how many order numbers")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := countFlag(*n, 1_000_000); err != nil {
+		return err
+	}
+	f, err := o.parseFormat()
+	if err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(*tz)
+	if err != nil {
+		return usagef("flag --tz: %q is not a time zone", *tz)
+	}
+	if _, err := segment.ValidateKeyInfo(segment.KeyInfo{Key: *key, Step: 1}); err != nil {
+		return usagef("flag --key: %v", err)
+	}
+	c, err := o.codec(e, f)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(*store, "sqlite://") {
+		if dir := filepath.Dir(strings.TrimPrefix(*store, "sqlite://")); dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+		}
+	}
+	alloc, err := stores.OpenAllocator(ctx, *store, segment.Options{AutoCreate: true, AutoCreateStep: 100, CloseStore: true})
+	if err != nil {
+		return fmt.Errorf("flag --store: %w", err)
+	}
+	defer alloc.Close()
+	day := time.Now().In(loc)
+	seqKey := *key
+	if f.HasDate() {
+		seqKey += ":" + day.Format("20060102")
+	}
+	seqs := make([]int64, *n)
+	if _, err := alloc.NextN(ctx, seqKey, seqs); err != nil {
+		return err
+	}
+	out := make([]byte, 0, *n*(f.Length()+1))
+	for _, s := range seqs {
+		if out, err = c.AppendEncode(out, uint64(s), day); err != nil {
+			if errors.Is(err, ordernum.ErrCapacity) {
+				return fmt.Errorf("key %s: sequence %d is beyond the format's capacity %d: %w", seqKey, s, f.Capacity(), err)
+			}
+			return err
+		}
+		out = append(out, '\n')
+	}
+	if f.NearCapacity(uint64(seqs[len(seqs)-1])) {
+		fmt.Fprintf(e.stderr, "idmint ordernum: warning: key %s has used %.0f%% of the format's capacity %d\n", seqKey, 100*f.Usage(uint64(seqs[len(seqs)-1])), f.Capacity())
+	}
+	_, err = e.stdout.Write(out)
+	return err
+}
+
+func ordernumDecode(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "ordernum decode", "<number>... [--format SPEC] [--secret-file F]")
+	var o orderFlags
+	o.register(fs)
+	nums, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(nums) == 0 {
+		return usagef("missing argument: the order number to decode")
+	}
+	f, err := o.parseFormat()
+	if err != nil {
+		return err
+	}
+	c, err := o.codec(e, f)
+	if err != nil {
+		return err
+	}
+	for _, s := range nums {
+		p, err := c.Decode(s)
+		if err != nil {
+			return usagef("argument %q: %v", s, err)
+		}
+		fmt.Fprintf(e.stdout, "%s\tseq=%d", s, p.Seq)
+		if !p.Date.IsZero() {
+			fmt.Fprintf(e.stdout, "\tdate=%s", p.Date.Format("2006-01-02"))
+		}
+		if f.Versions() > 0 {
+			fmt.Fprintf(e.stdout, "\tkey_version=%d", p.Version)
+		}
+		fmt.Fprintln(e.stdout)
+	}
+	return nil
+}
+
+func ordernumCheck(e *env, args []string) error {
+	fs := newFlags(e, "ordernum check", "<number>... [--format SPEC]")
+	format := fs.String("format", defaultOrderFormat, "order-number format spec")
+	nums, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(nums) == 0 {
+		return usagef("missing argument: the order number to check")
+	}
+	f, err := ordernum.ParseFormat(*format)
+	if err != nil {
+		return usagef("flag --format: %v", err)
+	}
+	bad := 0
+	for _, s := range nums {
+		if err := f.Validate(s); err != nil {
+			fmt.Fprintf(e.stdout, "%s\tINVALID\t%v\n", s, err)
+			bad++
+			continue
+		}
+		norm, _ := f.Normalize(s)
+		fmt.Fprintf(e.stdout, "%s\tok\t%s\n", s, norm)
+	}
+	if bad > 0 {
+		return usagef("%d of %d order numbers are invalid", bad, len(nums))
+	}
+	return nil
+}
