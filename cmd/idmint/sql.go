@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idmint/idmint/instagram"
+)
+
+func init() {
+	register(command{name: "sql", summary: "print SQL that issues IDs inside the database: idmint sql instagram --schema S --shard N", run: runSQL})
+}
+
+func runSQL(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "instagram" {
+		return usagef("want `idmint sql instagram --schema NAME --shard N` (the only in-database generator)")
+	}
+	fs := newFlags(e, "sql instagram", "--schema NAME --shard N [--sequence NAME] [--function NAME] [--epoch-ms MS]")
+	schema := fs.String("schema", "", "PostgreSQL schema of the shard, e.g. shard_5")
+	shard := fs.Int("shard", -1, "logical shard ID stamped into every ID (0..8191)")
+	seq := fs.String("sequence", "", "sequence name inside the schema (default table_id_seq)")
+	fn := fs.String("function", "", "function name inside the schema (default next_id)")
+	epoch := fs.Int64("epoch-ms", 0, "custom epoch in Unix milliseconds (default Instagram's 1314220021721)")
+	if _, err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	o := instagram.Options{Schema: *schema, Shard: *shard, Sequence: *seq, Function: *fn}
+	if *epoch != 0 {
+		o.Epoch = time.UnixMilli(*epoch)
+	}
+	script, err := instagram.Render(o)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	fmt.Fprint(e.stdout, script)
+	return nil
+}
