@@ -260,6 +260,7 @@ type Problem struct {
 	Message string
 }
 
+// String renders the problem as "field: message (value "v")".
 func (p Problem) String() string {
 	return fmt.Sprintf("%s: %s (value %q)", p.Field, p.Message, p.Value)
 }
@@ -267,6 +268,7 @@ func (p Problem) String() string {
 // ValidationError lists every problem Validate found.
 type ValidationError struct{ Problems []Problem }
 
+// Error lists every problem, one per line.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "server: config has %d problem(s):", len(e.Problems))

@@ -136,5 +136,8 @@ type InputError struct {
 	Err   error
 }
 
+// Error returns the wrapped error's message.
 func (e *InputError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *InputError) Unwrap() error { return e.Err }
