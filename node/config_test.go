@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -100,8 +101,29 @@ func TestReacquireAfterLoss(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	clk.Step(-time.Minute) // and the wall clock goes back: the horizon still holds
+	// next asks for an ID, moving the fake clock on while the generator
+	// waits (for the clock to pass the horizon, or the next tick).
+	next := func() (int64, error) {
+		type res struct {
+			id  int64
+			err error
+		}
+		ch := make(chan res, 1)
+		go func() { id, err := n.Next(ctx); ch <- res{id, err} }()
+		for {
+			select {
+			case r := <-ch:
+				return r.id, r.err
+			default:
+			}
+			if clk.Sleepers() > 0 {
+				clk.Advance(100 * time.Millisecond)
+			}
+			runtime.Gosched()
+		}
+	}
 	for range 100 {
-		id, err := n.Next(ctx)
+		id, err := next()
 		if errors.Is(err, snowflake.ErrClockBehind) {
 			clk.Advance(time.Second)
 			continue
