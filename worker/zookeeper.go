@@ -183,7 +183,34 @@ func (a *zkAssigner) Acquire(ctx context.Context, max int64) (*Lease, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.s.timeout)
 	defer cancel()
-	return call(ctx, func() (*Lease, error) { return a.acquire(max) })
+	// The caller may give up waiting while the client still works; whoever
+	// comes second (the late result or the caller) closes a late lease, so
+	// its lock does not outlive the request.
+	var (
+		mu        sync.Mutex
+		abandoned bool
+		late      *Lease
+	)
+	l, err := call(ctx, func() (*Lease, error) {
+		l, err := a.acquire(max)
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned && l != nil {
+			l.Close()
+		} else {
+			late = l
+		}
+		return l, err
+	})
+	if err != nil && ctx.Err() != nil {
+		mu.Lock()
+		abandoned = true
+		if late != nil {
+			late.Close()
+		}
+		mu.Unlock()
+	}
+	return l, err
 }
 
 func (a *zkAssigner) acquire(max int64) (*Lease, error) {
