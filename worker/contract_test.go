@@ -177,6 +177,24 @@ func TestContract(t *testing.T) {
 					again.ID(), again.Generation(), got, first.ID(), first.Generation(), h)
 			}
 
+			// A clean stop lowers the horizon to the last stamp actually
+			// used, so the next holder need not wait out the lead.
+			low := h.Add(-30 * time.Minute)
+			if err := again.Release(ctx, low); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if err := again.Close(); err != nil {
+				t.Fatal(err)
+			}
+			third, err := open(t, k.url(0)).Acquire(ctx, max)
+			if err != nil {
+				t.Fatalf("acquire after release: %v", err)
+			}
+			t.Cleanup(func() { third.Close() })
+			if got, _ := third.Load(ctx); third.ID() != first.ID() || got.Before(low) || !got.Before(h) {
+				t.Fatalf("after Release(%v): id %d horizon %v; want id %d, horizon in [%v, %v)", low, third.ID(), got, first.ID(), low, h)
+			}
+
 			// Fencing: once the coordinator forgets a lease, its holder can
 			// no longer move the horizon, and its Done closes.
 			victim := leases[1]
@@ -191,6 +209,9 @@ func TestContract(t *testing.T) {
 			}
 			if victim.Valid() {
 				t.Fatal("a lost lease still claims validity")
+			}
+			if err := victim.Release(ctx, h.Add(-time.Hour)); err == nil {
+				t.Fatal("a lost lease lowered the horizon")
 			}
 		})
 	}

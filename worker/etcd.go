@@ -241,6 +241,10 @@ func (b *etcdBackend) store(ctx context.Context, until time.Time) (time.Time, er
 	return time.Unix(0, until.UnixNano()).UTC(), nil
 }
 
+func (b *etcdBackend) lower(ctx context.Context, last time.Time) (time.Time, error) {
+	return b.store(ctx, last) // store writes exactly what it is given
+}
+
 func (b *etcdBackend) release(ctx context.Context) error {
 	_, err := b.a.cli.Revoke(ctx, b.lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {

@@ -22,6 +22,10 @@ type backend interface {
 	// still being held (its generation), and returns the value recorded
 	// (rounded up to the coordinator's resolution).
 	store(ctx context.Context, until time.Time) (time.Time, error)
+	// lower records exactly last as the horizon, below the recorded one,
+	// conditional on the lease still being held, and returns the value
+	// recorded (rounded up to the coordinator's resolution).
+	lower(ctx context.Context, last time.Time) (time.Time, error)
 	// release gives the worker ID back (best effort) and frees resources.
 	release(ctx context.Context) error
 }
@@ -156,6 +160,31 @@ func (l *Lease) Extend(ctx context.Context, until time.Time) (time.Time, error) 
 		l.horizon = got
 	}
 	return l.horizon, nil
+}
+
+// Release lowers the recorded horizon to last, the time stamped on the last
+// ID the generator issued, when the generator closes cleanly (it makes the
+// Lease a snowflake.Releaser). The next holder of the worker ID then starts
+// right after that ID instead of waiting out the whole lead. Like Extend, it
+// writes only while the lease is held, conditional on its generation.
+func (l *Lease) Release(ctx context.Context, last time.Time) error {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if !last.Before(l.horizon) {
+		return nil
+	}
+	got, err := l.b.lower(ctx, last)
+	if err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			l.lose(err)
+		}
+		return err
+	}
+	l.horizon = got
+	return nil
 }
 
 // Close stops the keepalives, releases the worker ID in the coordinator

@@ -42,6 +42,10 @@ func (b *fakeBackend) store(_ context.Context, until time.Time) (time.Time, erro
 	return until, nil
 }
 
+func (b *fakeBackend) lower(ctx context.Context, last time.Time) (time.Time, error) {
+	return b.store(ctx, last)
+}
+
 func (b *fakeBackend) release(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -295,6 +295,14 @@ func (b *sqlBackend) store(ctx context.Context, until time.Time) (time.Time, err
 	return time.Unix(0, ns).UTC(), nil
 }
 
+func (b *sqlBackend) lower(ctx context.Context, last time.Time) (time.Time, error) {
+	ns := last.UnixNano()
+	if err := b.exec(ctx, "lower horizon", "UPDATE WORKER_NODE SET HORIZON_NS = ? WHERE ID = ? AND GENERATION = ?", ns, b.id, b.gen); err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, ns).UTC(), nil
+}
+
 func (b *sqlBackend) release(ctx context.Context) error {
 	err := b.exec(ctx, "release", "UPDATE WORKER_NODE SET HEARTBEAT_MS = 0 WHERE ID = ? AND GENERATION = ?", b.id, b.gen)
 	if errors.Is(err, ErrLeaseLost) {

@@ -77,6 +77,13 @@ func (b *fixedBackend) store(_ context.Context, until time.Time) (time.Time, err
 	return b.horizon, nil
 }
 
+func (b *fixedBackend) lower(_ context.Context, last time.Time) (time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.horizon = last
+	return b.horizon, nil
+}
+
 func (b *fixedBackend) release(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

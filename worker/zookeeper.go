@@ -412,6 +412,21 @@ func (b *zkBackend) store(ctx context.Context, until time.Time) (time.Time, erro
 	})
 }
 
+func (b *zkBackend) lower(ctx context.Context, last time.Time) (time.Time, error) {
+	ms := last.UnixMilli()
+	if time.UnixMilli(ms).Before(last) {
+		ms++ // round up: the horizon may only be over-stated
+	}
+	return call(ctx, func() (time.Time, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if err := b.write(ms); err != nil {
+			return time.Time{}, err
+		}
+		return time.UnixMilli(ms).UTC(), nil
+	})
+}
+
 func (b *zkBackend) release(ctx context.Context) error {
 	_, err := call(ctx, func() (struct{}, error) {
 		b.mu.Lock()

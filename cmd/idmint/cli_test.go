@@ -178,3 +178,24 @@ func FuzzArgs(f *testing.F) {
 		}
 	})
 }
+
+// Two runs in a row on one file coordinator: the first Close releases the
+// horizon to its last ID, so the second issues at once and only above it.
+func TestGenCoordinatorFileRestart(t *testing.T) {
+	t.Parallel()
+	url := "file://" + t.TempDir() + "/worker"
+	var last int64
+	for run := 0; run < 3; run++ {
+		code, out, errOut := runCLI(t, "gen", "snowflake", "--node", "datacenter=1", "--coordinator", url, "-n", "100")
+		if code != 0 {
+			t.Fatalf("run %d: exit %d: %s", run, code, errOut)
+		}
+		for _, l := range strings.Fields(out) {
+			id, _ := strconv.ParseInt(l, 10, 64)
+			if id <= last {
+				t.Fatalf("run %d issued %d, not above %d", run, id, last)
+			}
+			last = id
+		}
+	}
+}
