@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idmint/idmint/worker"
+)
+
+func init() {
+	register(command{name: "workers", summary: "list who holds which worker ID, since when, and its horizon: idmint workers --coordinator URL", run: runWorkers})
+}
+
+func runWorkers(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "workers", "[--coordinator URL] [--json]")
+	coord := fs.String("coordinator", "file://"+filepath.Join("idmint-data", "worker"), "coordinator URL: file:///path, etcd://host:2379/prefix?name=app, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	a, err := worker.Open(ctx, *coord)
+	if err != nil {
+		if errors.Is(err, worker.ErrBadURL) {
+			return usagef("flag --coordinator: %v", err)
+		}
+		return err
+	}
+	defer a.Close()
+	hs, err := a.List(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(hs)
+	}
+	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tLIVE\tGENERATION\tHOLDER\tSINCE\tHORIZON")
+	for _, h := range hs {
+		fmt.Fprintf(w, "%d\t%v\t%d\t%s\t%s\t%s\n", h.ID, h.Live, h.Generation, h.Holder, stamp(h.Since), stamp(h.Horizon))
+	}
+	if len(hs) == 0 {
+		fmt.Fprintln(w, "(no worker IDs recorded)")
+	}
+	return w.Flush()
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z") + " (" + strconv.FormatInt(t.UnixMilli(), 10) + ")"
+}
