@@ -29,6 +29,10 @@ type Clock interface {
 // at most this long.
 const precise = 2 * time.Millisecond
 
+// spinFinal is the tail of a short Real.Sleep spent spinning rather than
+// yielding: a yield can cost microseconds when other goroutines are runnable.
+const spinFinal = 20 * time.Microsecond
+
 // Real is the system clock. The zero value is not usable; call NewReal.
 type Real struct {
 	origin time.Time // carries Go's monotonic reading
@@ -56,13 +60,21 @@ func (r *Real) Sleep(ctx context.Context, d time.Duration) error {
 	}
 	if d < precise {
 		end := r.Mono() + d
-		for r.Mono() < end {
+		for {
+			left := end - r.Mono()
+			if left <= 0 {
+				return nil
+			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			runtime.Gosched()
+			// Yield while there is time for other goroutines to run; spin
+			// through the last few microseconds, where a yield's own cost
+			// would make the wake-up late.
+			if left > spinFinal {
+				runtime.Gosched()
+			}
 		}
-		return nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
