@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +70,7 @@ func (o *orderFlags) codec(e *env, f ordernum.Format) (*ordernum.Codec, error) {
 	} else {
 		text, source = e.getenv(secretEnv), "env "+secretEnv
 	}
-	keys, err := parseSecrets(text)
+	keys, err := ordernum.ParseKeys(text)
 	if err != nil {
 		return nil, usagef("%s: %v", source, err)
 	}
@@ -84,39 +82,6 @@ func (o *orderFlags) codec(e *env, f ordernum.Format) (*ordernum.Codec, error) {
 		return nil, usagef("%s: %v", source, err)
 	}
 	return c, nil
-}
-
-// parseSecrets reads "VERSION:KEY" entries separated by newlines or
-// semicolons, highest version first. Errors name the entry by its position
-// and version, never by its key text.
-func parseSecrets(text string) ([]ordernum.Key, error) {
-	var keys []ordernum.Key
-	seen := map[int]bool{}
-	for i, entry := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == ';' || r == '\r' }) {
-		entry = strings.TrimSpace(entry)
-		if entry == "" || strings.HasPrefix(entry, "#") {
-			continue
-		}
-		v, material, ok := strings.Cut(entry, ":")
-		if !ok {
-			return nil, fmt.Errorf("entry %d: want VERSION:KEY", i+1)
-		}
-		version, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			return nil, fmt.Errorf("entry %d: version %q is not a number", i+1, strings.TrimSpace(v))
-		}
-		if seen[version] {
-			return nil, fmt.Errorf("entry %d: version %d given twice", i+1, version)
-		}
-		seen[version] = true
-		k, err := ordernum.ParseKey(version, strings.TrimSpace(material))
-		if err != nil {
-			return nil, fmt.Errorf("entry %d: %w", i+1, err)
-		}
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].Version() > keys[j].Version() })
-	return keys, nil
 }
 
 func ordernumIssue(ctx context.Context, e *env, args []string) error {
@@ -161,10 +126,7 @@ func ordernumIssue(ctx context.Context, e *env, args []string) error {
 	}
 	defer alloc.Close()
 	day := time.Now().In(loc)
-	seqKey := *key
-	if f.HasDate() {
-		seqKey += ":" + day.Format("20060102")
-	}
+	seqKey := ordernum.SequenceKey(*key, f, day)
 	seqs := make([]int64, *n)
 	if _, err := alloc.NextN(ctx, seqKey, seqs); err != nil {
 		return err

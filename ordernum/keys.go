@@ -1,0 +1,78 @@
+package ordernum
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ParseKeys reads a key ring: entries "VERSION:KEY" separated by newlines or
+// semicolons, where KEY is what ParseKey reads (hex or base64 of 16, 24 or
+// 32 bytes). Blank entries and entries starting with # are skipped. It
+// returns the keys highest version first — the shape New takes: keys[0]
+// issues, keys[1:] still decode — and no keys and no error for text with no
+// entries (the caller decides whether that is an error).
+//
+// This is the syntax of the CLI's --secret-file and IDMINT_ORDERNUM_SECRET
+// and of the server's key_file and key_env options. Errors are *FieldErrors
+// wrapping ErrKey that name the entry by its position and version; they
+// never contain key material.
+func ParseKeys(text string) ([]Key, error) {
+	var keys []Key
+	seen := map[int]bool{}
+	for i, entry := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == ';' || r == '\r' }) {
+		entry = strings.TrimSpace(entry)
+		if entry == "" || strings.HasPrefix(entry, "#") {
+			continue
+		}
+		pos := fmt.Sprintf("entry %d", i+1)
+		v, material, ok := strings.Cut(entry, ":")
+		if !ok {
+			return nil, fieldErr(ErrKey, "key", pos, "want VERSION:KEY")
+		}
+		v = strings.TrimSpace(v)
+		version, err := strconv.Atoi(v)
+		if err != nil {
+			// A version is one or two digits; anything long in its
+			// place may be key material written the wrong way round,
+			// so only short text is quoted.
+			if len(v) <= 8 {
+				return nil, fieldErr(ErrKey, "key", pos, "version %q is not a number", v)
+			}
+			return nil, fieldErr(ErrKey, "key", pos, "version (%d characters) is not a number", len(v))
+		}
+		pos = fmt.Sprintf("entry %d (version %d)", i+1, version)
+		if seen[version] {
+			return nil, fieldErr(ErrKey, "key", pos, "version %d given twice", version)
+		}
+		seen[version] = true
+		k, err := ParseKey(version, material)
+		if err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return nil, fieldErr(ErrKey, "key", pos, "%s", fe.Reason)
+			}
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Version() > keys[j].Version() })
+	return keys, nil
+}
+
+// SequenceKey names the segment key whose numbers a format's order numbers
+// permute, so that the CLI and the server draw from the same sequence: base
+// itself for a format without a date part, and base + ":" + the calendar
+// date of day in its own location as YYYYMMDD for one with a date part —
+// one sequence per day, because a date format's capacity is per day (pass
+// day.In(loc) to choose the zone). The name is the same whatever the date
+// layout (yyMMdd or yyyyMMdd).
+func SequenceKey(base string, f Format, day time.Time) string {
+	if !f.HasDate() {
+		return base
+	}
+	return base + ":" + day.Format("20060102")
+}
