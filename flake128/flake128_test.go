@@ -1,16 +1,17 @@
 package flake128
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/big"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -110,19 +111,7 @@ func TestSequenceExhaustionAndRollback(t *testing.T) {
 		}
 		prev = id
 	}
-	done := make(chan ID, 1)
-	go func() {
-		id, err := g.Next(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- id
-	}()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Millisecond)
-	id := <-done
+	id := idtest.AfterWait(t, clk, time.Millisecond, func() (ID, error) { return g.Next(ctx) })
 	if id.Millis() != prev.Millis()+1 || id.Seq() != 0 {
 		t.Fatalf("after exhaustion: %d/%d", id.Millis(), id.Seq())
 	}
@@ -155,39 +144,11 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	g, _ := New(7, Settings{Clock: clk})
-	const workers, n = 8, 20000
-	out := make([][]ID, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for range n {
-				id, err := g.Next(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(out[w]) > 0 && string(id[:]) <= string(out[w][len(out[w])-1][:]) {
-					t.Error("not increasing within a goroutine")
-					return
-				}
-				out[w] = append(out[w], id)
-				clk.Advance(time.Microsecond)
-			}
-		})
-	}
-	wg.Wait()
-	seen := map[ID]bool{}
-	for _, ids := range out {
-		for _, id := range ids {
-			if seen[id] {
-				t.Fatalf("duplicate %s", id.Hex())
-			}
-			seen[id] = true
-		}
-	}
-	if len(seen) != workers*n {
-		t.Fatalf("got %d", len(seen))
-	}
+	idtest.Unique(t, 8, 20000, func(int, int) (ID, error) {
+		id, err := g.Next(t.Context())
+		clk.Advance(time.Microsecond)
+		return id, err
+	}, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
 }
 
 func FuzzParse(f *testing.F) {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	sk "github.com/segmentio/ksuid"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 // 0ujtsYcgvSTl8PAuAdqWYSMnLOv is the example of segmentio/ksuid's README.
@@ -73,34 +73,7 @@ func TestNextStampsAndErrors(t *testing.T) {
 func TestUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	g, _ := New(Settings{Clock: clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))})
-	const workers, n = 8, 20000
-	out := make([][]KSUID, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for range n {
-				id, err := g.Next(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				out[w] = append(out[w], id)
-			}
-		})
-	}
-	wg.Wait()
-	seen := map[KSUID]bool{}
-	for _, ids := range out {
-		for _, id := range ids {
-			if seen[id] {
-				t.Fatalf("duplicate %s", id)
-			}
-			seen[id] = true
-		}
-	}
-	if len(seen) != workers*n {
-		t.Fatalf("got %d", len(seen))
-	}
+	idtest.Unique(t, 8, 20000, func(int, int) (KSUID, error) { return g.Next(t.Context()) }, nil)
 }
 
 func FuzzParse(f *testing.F) {

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 // 507f1f77bcf86cd799439011 is the example ObjectID of the MongoDB manual's
@@ -72,39 +72,19 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const workers, n = 8, 20000
-	out := make([][]ID, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range n {
-				id, err := g.Next(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				out[w] = append(out[w], id)
-				if i%5000 == 0 {
-					clk.Advance(time.Second)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	seen := map[ID]bool{}
+	out := idtest.Unique(t, 8, 20000, func(_, i int) (ID, error) {
+		id, err := g.Next(t.Context())
+		if i%5000 == 0 {
+			clk.Advance(time.Second)
+		}
+		return id, err
+	}, nil)
 	for _, ids := range out {
 		for _, id := range ids {
-			if seen[id] {
-				t.Fatalf("duplicate %s", id)
-			}
-			seen[id] = true
 			if id.Random() != out[0][0].Random() {
 				t.Fatal("random process value changed within one generator")
 			}
 		}
-	}
-	if len(seen) != workers*n {
-		t.Fatalf("got %d IDs", len(seen))
 	}
 }
 

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	oklog "github.com/oklog/ulid/v2"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -88,19 +88,7 @@ func TestEntropyOverflowWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan ULID, 1)
-	go func() {
-		id, err := g.Next(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- id
-	}()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Millisecond)
-	if id := <-done; id.Time() != first.Time()+1 {
+	if id := idtest.AfterWait(t, clk, time.Millisecond, func() (ULID, error) { return g.Next(ctx) }); id.Time() != first.Time()+1 {
 		t.Fatalf("after overflow: %s at %d, want ms %d", id, id.Time(), first.Time()+1)
 	}
 	clk.Step(-10 * time.Second)
@@ -128,41 +116,11 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	g, _ := New(Settings{Clock: clk})
-	const workers, n = 8, 20000
-	out := make([][]ULID, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			var prev ULID
-			for range n {
-				id, err := g.Next(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if id.Compare(prev) <= 0 {
-					t.Errorf("not increasing within a goroutine")
-					return
-				}
-				prev = id
-				out[w] = append(out[w], id)
-				clk.Advance(time.Microsecond)
-			}
-		})
-	}
-	wg.Wait()
-	seen := map[ULID]bool{}
-	for _, ids := range out {
-		for _, id := range ids {
-			if seen[id] {
-				t.Fatalf("duplicate %s", id)
-			}
-			seen[id] = true
-		}
-	}
-	if len(seen) != workers*n {
-		t.Fatalf("got %d", len(seen))
-	}
+	idtest.Unique(t, 8, 20000, func(int, int) (ULID, error) {
+		id, err := g.Next(t.Context())
+		clk.Advance(time.Microsecond)
+		return id, err
+	}, ULID.Compare)
 }
 
 func FuzzParse(f *testing.F) {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	rsxid "github.com/rs/xid"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 // "9m4e2mr0ui3e8a215n4g" is the example of rs/xid's README; Parse must
@@ -80,37 +80,13 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	g, _ := New(Settings{Clock: clk})
-	const workers, n = 8, 20000
-	out := make([][]ID, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range n {
-				id, err := g.Next(t.Context())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				out[w] = append(out[w], id)
-				if i%4000 == 0 {
-					clk.Advance(time.Second)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	seen := map[ID]bool{}
-	for _, ids := range out {
-		for _, id := range ids {
-			if seen[id] {
-				t.Fatalf("duplicate %s", id)
-			}
-			seen[id] = true
+	idtest.Unique(t, 8, 20000, func(_, i int) (ID, error) {
+		id, err := g.Next(t.Context())
+		if i%4000 == 0 {
+			clk.Advance(time.Second)
 		}
-	}
-	if len(seen) != workers*n {
-		t.Fatalf("got %d IDs", len(seen))
-	}
+		return id, err
+	}, nil)
 }
 
 func FuzzParse(f *testing.F) {

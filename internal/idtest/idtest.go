@@ -1,0 +1,89 @@
+// Package idtest holds the test scaffolding the ID-format packages share:
+// collecting IDs from many goroutines and checking them for duplicates and
+// per-goroutine order, and driving a fake clock through a generator's wait.
+//
+// It is imported only by _test.go files.
+package idtest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idmint/idmint/clock"
+)
+
+// Unique runs goroutines goroutines that each call next(w, i) perG times
+// (w is the goroutine, i the call within it) and returns every ID, one
+// slice per goroutine. It fails t if next returns an error, if any ID
+// appears twice among all of them, or if fewer than goroutines*perG IDs came
+// back. When cmp is not nil it also fails unless each goroutine's IDs
+// strictly increase under cmp (cmp(a, b) < 0 when a sorts before b).
+//
+// next may advance a fake clock; it must not call t.Fatal.
+func Unique[K comparable](t testing.TB, goroutines, perG int, next func(w, i int) (K, error), cmp func(a, b K) int) [][]K {
+	t.Helper()
+	out := make([][]K, goroutines)
+	errs := make(chan error, goroutines)
+	var wg sync.WaitGroup
+	for w := range goroutines {
+		wg.Go(func() {
+			ids := make([]K, 0, perG)
+			for i := range perG {
+				id, err := next(w, i)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids = append(ids, id)
+			}
+			out[w] = ids
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := make(map[K]struct{}, goroutines*perG)
+	for w, ids := range out {
+		for i, id := range ids {
+			if _, dup := seen[id]; dup {
+				t.Fatalf("duplicate %v (goroutine %d, ID %d)", id, w, i)
+			}
+			seen[id] = struct{}{}
+			if cmp != nil && i > 0 && cmp(ids[i-1], id) >= 0 {
+				t.Fatalf("goroutine %d: ID %d %v not after %v", w, i, id, ids[i-1])
+			}
+		}
+	}
+	if len(seen) != goroutines*perG {
+		t.Fatalf("got %d IDs, want %d", len(seen), goroutines*perG)
+	}
+	return out
+}
+
+// AfterWait calls next in a goroutine, waits until it sleeps on clk (the
+// generator ran out of its time unit), advances clk by d and returns what
+// next returned. It fails t if next fails.
+func AfterWait[K any](t testing.TB, clk *clock.Fake, d time.Duration, next func() (K, error)) K {
+	t.Helper()
+	type result struct {
+		id  K
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		id, err := next()
+		done <- result{id, err}
+	}()
+	if err := clk.WaitForSleepers(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(d)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.id
+}
