@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 // TestEveryGeneratorIsUniqueAndDecodes issues IDs from every format on 4
@@ -26,35 +26,11 @@ func TestEveryGeneratorIsUniqueAndDecodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			const workers, n = 4, 2000
-			ids := make([][]string, workers)
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Go(func() {
-					for range n {
-						id, err := g.Next(t.Context())
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						ids[w] = append(ids[w], id)
-						clk.Advance(time.Microsecond)
-					}
-				})
-			}
-			wg.Wait()
-			seen := map[string]bool{}
-			for _, list := range ids {
-				for _, id := range list {
-					if seen[id] {
-						t.Fatalf("duplicate %s", id)
-					}
-					seen[id] = true
-				}
-			}
-			if len(seen) != workers*n {
-				t.Fatalf("got %d IDs", len(seen))
-			}
+			ids := idtest.Unique(t, 4, 2000, func(int, int) (string, error) {
+				id, err := g.Next(t.Context())
+				clk.Advance(time.Microsecond)
+				return id, err
+			}, nil)
 			id := ids[0][0]
 			var p Parts
 			if format == TimeRandom {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 var (
@@ -99,19 +99,7 @@ func TestRandomNeverRepeatsItself(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	done := make(chan int64, 1)
-	go func() {
-		id, err := g.Next(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- id
-	}()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Millisecond)
-	id := <-done
+	id := idtest.AfterWait(t, clk, time.Millisecond, func() (int64, error) { return g.Next(ctx) })
 	p, _ := g.Decode(id)
 	if !p.Time.Equal(t0.Add(time.Millisecond)) || p.Random >= 16 {
 		t.Fatalf("after a full millisecond: %+v", p)
@@ -134,19 +122,7 @@ func TestMemberLeaksAndWaits(t *testing.T) {
 	if b, _ := g.Next(ctx, 777); b == a {
 		t.Fatal("two members collided")
 	}
-	done := make(chan int64, 1)
-	go func() {
-		id, err := g.Next(ctx, 12345)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- id
-	}()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Millisecond)
-	if b := <-done; b == a || b <= a {
+	if b := idtest.AfterWait(t, clk, time.Millisecond, func() (int64, error) { return g.Next(ctx, 12345) }); b == a || b <= a {
 		t.Fatalf("same member, next millisecond: %d after %d", b, a)
 	}
 	if _, err := g.Next(ctx, 1<<22); !errors.Is(err, ErrMember) {
@@ -256,36 +232,15 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 		"member": func(ctx context.Context, w, i int) (int64, error) { return mem.Next(ctx, uint64(w*n+i)) },
 		"gene":   func(ctx context.Context, w, _ int) (int64, error) { return gen.NextUint64(ctx, uint64(w)) },
 	} {
-		out := make([][]int64, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for i := range n {
-					id, err := next(t.Context(), w, i)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					out[w] = append(out[w], id)
-					if i%50 == 0 {
-						clk.Advance(time.Millisecond)
-					}
+		t.Run(name, func(t *testing.T) {
+			idtest.Unique(t, workers, n, func(w, i int) (int64, error) {
+				id, err := next(t.Context(), w, i)
+				if i%50 == 0 {
+					clk.Advance(time.Millisecond)
 				}
-			})
-		}
-		wg.Wait()
-		seen := map[int64]bool{}
-		for _, ids := range out {
-			for _, id := range ids {
-				if seen[id] {
-					t.Fatalf("%s: duplicate %d", name, id)
-				}
-				seen[id] = true
-			}
-		}
-		if len(seen) != workers*n {
-			t.Fatalf("%s: got %d", name, len(seen))
-		}
+				return id, err
+			}, nil)
+		})
 	}
 }
 

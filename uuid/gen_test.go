@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 func fakeAt(t time.Time) *clock.Fake { return clock.NewFake(t) }
@@ -20,42 +20,6 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 type generator interface {
 	Next(context.Context) (UUID, error)
-}
-
-// collect runs workers goroutines that each take n IDs from g, advancing
-// clk by step after every ID (step 0: never), and returns every ID.
-func collect(t *testing.T, g generator, clk *clock.Fake, workers, n int, step time.Duration) []UUID {
-	t.Helper()
-	out := make([][]UUID, workers)
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			ids := make([]UUID, 0, n)
-			for range n {
-				id, err := g.Next(t.Context())
-				if err != nil {
-					errs <- err
-					return
-				}
-				ids = append(ids, id)
-				if step > 0 {
-					clk.Advance(step)
-				}
-			}
-			out[w] = ids
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	var all []UUID
-	for _, ids := range out {
-		all = append(all, ids...)
-	}
-	return all
 }
 
 func assertUnique(t *testing.T, ids []UUID) {
@@ -90,14 +54,18 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids := collect(t, g, clk, workers, n, tc.step)
-			if len(ids) != workers*n {
-				t.Fatalf("got %d IDs", len(ids))
-			}
-			assertUnique(t, ids)
-			for _, id := range ids {
-				if err := id.Check(tc.version); err != nil {
-					t.Fatal(err)
+			out := idtest.Unique(t, workers, n, func(int, int) (UUID, error) {
+				id, err := g.Next(t.Context())
+				if tc.step > 0 {
+					clk.Advance(tc.step)
+				}
+				return id, err
+			}, nil)
+			for _, ids := range out {
+				for _, id := range ids {
+					if err := id.Check(tc.version); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 		})
@@ -175,19 +143,7 @@ func TestV7CounterExhausted(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	done := make(chan UUID, 1)
-	go func() {
-		id, err := g.Next(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- id
-	}()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Millisecond)
-	id := <-done
+	id := idtest.AfterWait(t, clk, time.Millisecond, func() (UUID, error) { return g.Next(ctx) })
 	if ts, _ := id.Time(); !ts.Equal(t0.Add(time.Millisecond)) || id.Compare(ids[3]) <= 0 {
 		t.Fatalf("after exhaustion got %s at %v", id, ts)
 	}
@@ -216,19 +172,7 @@ func TestV1OverloadWaitsInsteadOfRunningAhead(t *testing.T) {
 	if a := g.Ahead(); a != time.Microsecond {
 		t.Fatalf("Ahead = %v, want 1µs", a)
 	}
-	done := make(chan UUID, 1)
-	go func() {
-		id, err := g.Next(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- id
-	}()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(100 * time.Nanosecond)
-	ids = append(ids, <-done)
+	ids = append(ids, idtest.AfterWait(t, clk, 100*time.Nanosecond, func() (UUID, error) { return g.Next(ctx) }))
 	assertUnique(t, ids)
 	if a := g.Ahead(); a > time.Microsecond {
 		t.Fatalf("Ahead = %v exceeds MaxAhead", a)

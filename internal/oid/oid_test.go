@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 var (
@@ -34,19 +35,7 @@ func TestCounterWrapDoesNotRepeat(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	done := make(chan [12]byte, 1)
-	go func() {
-		id, err := g.Next(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- id
-	}()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Second)
-	id := <-done
+	id := idtest.AfterWait(t, clk, time.Second, func() ([12]byte, error) { return g.Next(ctx) })
 	if seen[id] || id[3] != byte(t0.Unix()+1) {
 		t.Fatalf("after the budget: %x", id)
 	}
