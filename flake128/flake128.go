@@ -31,6 +31,7 @@ package flake128
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -40,6 +41,7 @@ import (
 
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/coarse"
+	"github.com/idmint/idmint/internal/idtext"
 )
 
 // ID is a 128-bit flake in big-endian byte order.
@@ -95,11 +97,8 @@ func (id ID) Seq() uint16 { return binary.BigEndian.Uint16(id[14:16]) }
 
 // Hex returns the 32-digit lowercase hex form.
 func (id ID) Hex() string {
-	const digits = "0123456789abcdef"
 	var b [32]byte
-	for i, c := range id {
-		b[2*i], b[2*i+1] = digits[c>>4], digits[c&0xf]
-	}
+	hex.Encode(b[:], id[:])
 	return string(b[:])
 }
 
@@ -142,19 +141,10 @@ func Parse(s string) (ID, error) {
 func ParseHex(s string) (ID, error) {
 	var id ID
 	if len(s) != 32 {
-		return id, fmt.Errorf("%w: %s has %d characters, want 32 hex digits", ErrLength, quote(s), len(s))
+		return id, fmt.Errorf("%w: %s has %d characters, want 32 hex digits", ErrLength, idtext.Quote(s), len(s))
 	}
-	for i := range 16 {
-		hi, ok1 := unhex(s[2*i])
-		lo, ok2 := unhex(s[2*i+1])
-		if !ok1 || !ok2 {
-			p := 2 * i
-			if ok1 {
-				p++
-			}
-			return ID{}, fmt.Errorf("%w: %s: %q at position %d is not a hex digit", ErrSyntax, quote(s), s[p], p)
-		}
-		id[i] = hi<<4 | lo
+	if err := idtext.DecodeHex(id[:], s, ErrSyntax); err != nil {
+		return ID{}, err
 	}
 	return id, nil
 }
@@ -164,13 +154,13 @@ func ParseHex(s string) (ID, error) {
 // ErrSyntax or ErrRange (more than 128 bits).
 func ParseBase62(s string) (ID, error) {
 	if len(s) == 0 || len(s) > 22 {
-		return ID{}, fmt.Errorf("%w: %s has %d characters, want 1 to 22 base62 digits or 32 hex digits", ErrLength, quote(s), len(s))
+		return ID{}, fmt.Errorf("%w: %s has %d characters, want 1 to 22 base62 digits or 32 hex digits", ErrLength, idtext.Quote(s), len(s))
 	}
 	var hi, lo uint64
 	for i := range len(s) {
 		d := digit62(s[i])
 		if d < 0 {
-			return ID{}, fmt.Errorf("%w: %s: %q at position %d is not base62", ErrSyntax, quote(s), s[i], i)
+			return ID{}, fmt.Errorf("%w: %s: %q at position %d is not base62", ErrSyntax, idtext.Quote(s), s[i], i)
 		}
 		// (hi, lo) = (hi, lo)*62 + d, failing on overflow past 128 bits.
 		h1, h0 := bits.Mul64(hi, 62)
@@ -179,7 +169,7 @@ func ParseBase62(s string) (ID, error) {
 		lo, c = bits.Add64(l0, uint64(d), 0)
 		hi, c2 = bits.Add64(h0, l1, c)
 		if h1 != 0 || c2 != 0 {
-			return ID{}, fmt.Errorf("%w: %s exceeds 2^128-1 (largest is %s)", ErrRange, quote(s), maxBase62)
+			return ID{}, fmt.Errorf("%w: %s exceeds 2^128-1 (largest is %s)", ErrRange, idtext.Quote(s), maxBase62)
 		}
 	}
 	var id ID
@@ -198,25 +188,6 @@ func digit62(c byte) int {
 		return int(c-'a') + 36
 	}
 	return -1
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }
 
 // MACWorker returns the hardware address of the first up, non-loopback

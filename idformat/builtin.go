@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/flake128"
+	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/ksuid"
 	"github.com/idmint/idmint/objectid"
 	"github.com/idmint/idmint/timeid"
@@ -209,7 +210,7 @@ func decodeTimeID(kind string, dec func(int64) (timeid.Parts, error)) func(strin
 	return func(s string) (Parts, error) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return Parts{}, fmt.Errorf("timeid: %s is not a non-negative 63-bit decimal integer: %w", quote(s), err)
+			return Parts{}, fmt.Errorf("timeid: %s is not a non-negative 63-bit decimal integer: %w", idtext.Quote(s), err)
 		}
 		tp, err := dec(n)
 		if err != nil {

@@ -28,6 +28,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idmint/idmint/internal/idtext"
 )
 
 var (
@@ -209,7 +211,7 @@ func (r *Registry) Parse(s string) (Parts, error) {
 	if first != nil {
 		return Parts{}, first
 	}
-	return Parts{}, fmt.Errorf("%w: %s (%d characters) matches no format by length and alphabet; name one of %s", ErrUnknown, quote(s), len(s), strings.Join(r.Formats(), ", "))
+	return Parts{}, fmt.Errorf("%w: %s (%d characters) matches no format by length and alphabet; name one of %s", ErrUnknown, idtext.Quote(s), len(s), strings.Join(r.Formats(), ", "))
 }
 
 // ParseAs decodes s as the named format, whatever its shape.
@@ -229,11 +231,4 @@ func (r *Registry) ParseAs(format, s string) (Parts, error) {
 		}
 	}
 	return Parts{}, fmt.Errorf("%w: %q; known: %s", ErrFormat, format, strings.Join(r.Formats(), ", "))
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
+	"github.com/idmint/idmint/internal/idtext"
 )
 
 // KSUID is segmentio/ksuid's type.
@@ -34,10 +35,7 @@ type KSUID = sk.KSUID
 // Epoch is the KSUID epoch: Unix second 1400000000.
 var Epoch = time.Unix(1400000000, 0).UTC()
 
-const (
-	base62   = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	maxValue = "aWgEPTl1tmebfsQzFP4bxwgy80V" // 2^160 - 1 in base62
-)
+const maxValue = "aWgEPTl1tmebfsQzFP4bxwgy80V" // 2^160 - 1 in base62
 
 var (
 	// ErrLength is returned by Parse for input that is not 27 characters.
@@ -55,29 +53,22 @@ var (
 // ErrRange and name the character and position at fault.
 func Parse(s string) (KSUID, error) {
 	if len(s) != 27 {
-		return sk.Nil, fmt.Errorf("%w: %s has %d characters, want 27", ErrLength, quote(s), len(s))
+		return sk.Nil, fmt.Errorf("%w: %s has %d characters, want 27", ErrLength, idtext.Quote(s), len(s))
 	}
 	for i := range len(s) {
 		c := s[i]
 		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
-			return sk.Nil, fmt.Errorf("%w: %s: %q at position %d is not base62", ErrSyntax, quote(s), c, i)
+			return sk.Nil, fmt.Errorf("%w: %s: %q at position %d is not base62", ErrSyntax, idtext.Quote(s), c, i)
 		}
 	}
 	if s > maxValue {
-		return sk.Nil, fmt.Errorf("%w: %s exceeds the largest KSUID %s", ErrRange, quote(s), maxValue)
+		return sk.Nil, fmt.Errorf("%w: %s exceeds the largest KSUID %s", ErrRange, idtext.Quote(s), maxValue)
 	}
 	id, err := sk.Parse(s)
 	if err != nil {
-		return sk.Nil, fmt.Errorf("%w: %s: %v", ErrSyntax, quote(s), err)
+		return sk.Nil, fmt.Errorf("%w: %s: %v", ErrSyntax, idtext.Quote(s), err)
 	}
 	return id, nil
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }
 
 // Settings configures a Generator. The zero value is valid.

@@ -21,6 +21,7 @@ package objectid
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
+	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/internal/oid"
 )
 
@@ -52,11 +54,8 @@ var (
 
 // String returns the 24-character lowercase hex form.
 func (id ID) String() string {
-	const digits = "0123456789abcdef"
 	var b [24]byte
-	for i, c := range id {
-		b[2*i], b[2*i+1] = digits[c>>4], digits[c&0xf]
-	}
+	hex.Encode(b[:], id[:])
 	return string(b[:])
 }
 
@@ -106,40 +105,12 @@ func FromBytes(b []byte) (ID, error) {
 func Parse(s string) (ID, error) {
 	var id ID
 	if len(s) != 24 {
-		return id, fmt.Errorf("%w: %s has %d characters, want 24 hex digits", ErrLength, quote(s), len(s))
+		return id, fmt.Errorf("%w: %s has %d characters, want 24 hex digits", ErrLength, idtext.Quote(s), len(s))
 	}
-	for i := range 12 {
-		hi, ok1 := unhex(s[2*i])
-		lo, ok2 := unhex(s[2*i+1])
-		if !ok1 || !ok2 {
-			p := 2 * i
-			if ok1 {
-				p++
-			}
-			return ID{}, fmt.Errorf("%w: %s: %q at position %d is not a hex digit", ErrSyntax, quote(s), s[p], p)
-		}
-		id[i] = hi<<4 | lo
+	if err := idtext.DecodeHex(id[:], s, ErrSyntax); err != nil {
+		return ID{}, err
 	}
 	return id, nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }
 
 // Settings configures a Generator. The zero value is valid.

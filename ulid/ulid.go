@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
+	"github.com/idmint/idmint/internal/idtext"
 )
 
 // ULID is oklog/ulid's type.
@@ -60,41 +62,25 @@ var (
 // ErrLength, ErrSyntax or ErrRange and name the character and position.
 func Parse(s string) (ULID, error) {
 	if len(s) != oklog.EncodedSize {
-		return ULID{}, fmt.Errorf("%w: %s has %d characters, want 26", ErrLength, quote(s), len(s))
+		return ULID{}, fmt.Errorf("%w: %s has %d characters, want 26", ErrLength, idtext.Quote(s), len(s))
 	}
 	for i := range len(s) {
 		c := s[i]
 		if 'a' <= c && c <= 'z' {
 			c -= 'a' - 'A'
 		}
-		if indexByte(crockford, c) < 0 {
-			return ULID{}, fmt.Errorf("%w: %s: %q at position %d is not Crockford base32", ErrSyntax, quote(s), s[i], i)
+		if strings.IndexByte(crockford, c) < 0 {
+			return ULID{}, fmt.Errorf("%w: %s: %q at position %d is not Crockford base32", ErrSyntax, idtext.Quote(s), s[i], i)
 		}
 	}
 	if s[0] > '7' {
-		return ULID{}, fmt.Errorf("%w: %s: first character %q exceeds '7', the largest 128-bit ULID is 7ZZZZZZZZZZZZZZZZZZZZZZZZZ", ErrRange, quote(s), s[0])
+		return ULID{}, fmt.Errorf("%w: %s: first character %q exceeds '7', the largest 128-bit ULID is 7ZZZZZZZZZZZZZZZZZZZZZZZZZ", ErrRange, idtext.Quote(s), s[0])
 	}
 	id, err := oklog.ParseStrict(s)
 	if err != nil {
-		return ULID{}, fmt.Errorf("%w: %s: %v", ErrSyntax, quote(s), err)
+		return ULID{}, fmt.Errorf("%w: %s: %v", ErrSyntax, idtext.Quote(s), err)
 	}
 	return id, nil
-}
-
-func indexByte(s string, c byte) int {
-	for i := range len(s) {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }
 
 // Settings configures a Generator. The zero value is valid.

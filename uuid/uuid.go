@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idmint/idmint/internal/idtext"
 )
 
 // UUID is a 128-bit universally unique identifier in network byte order.
@@ -233,16 +235,16 @@ func Parse(s string) (UUID, error) {
 		return u, nil
 	case 38:
 		if s[0] != '{' || s[37] != '}' {
-			return Nil, fmt.Errorf("%w: %s: 38-character form must be enclosed in {braces}", ErrSyntax, quote(in))
+			return Nil, fmt.Errorf("%w: %s: 38-character form must be enclosed in {braces}", ErrSyntax, idtext.Quote(in))
 		}
 		s = s[1:37]
 	case 45:
 		if !hasPrefixFold(s, "urn:uuid:") {
-			return Nil, fmt.Errorf("%w: %s: 45-character form must start with urn:uuid:", ErrSyntax, quote(in))
+			return Nil, fmt.Errorf("%w: %s: 45-character form must start with urn:uuid:", ErrSyntax, idtext.Quote(in))
 		}
 		s = s[9:]
 	default:
-		return Nil, fmt.Errorf("%w: %s has %d characters, want 36 (canonical), 32 (hex), 38 ({braced}) or 45 (urn:uuid:)", ErrLength, quote(in), len(in))
+		return Nil, fmt.Errorf("%w: %s has %d characters, want 36 (canonical), 32 (hex), 38 ({braced}) or 45 (urn:uuid:)", ErrLength, idtext.Quote(in), len(in))
 	}
 	off := len(in) - len(s) // 0, 1 or 9: for positions in messages
 	if len(in) == 38 {
@@ -250,7 +252,7 @@ func Parse(s string) (UUID, error) {
 	}
 	for _, p := range [...]int{8, 13, 18, 23} {
 		if s[p] != '-' {
-			return Nil, fmt.Errorf("%w: %s: want '-' at position %d, got %q", ErrSyntax, quote(in), off+p, s[p])
+			return Nil, fmt.Errorf("%w: %s: want '-' at position %d, got %q", ErrSyntax, idtext.Quote(in), off+p, s[p])
 		}
 	}
 	for j, i := range canonicalPairs {
@@ -275,7 +277,7 @@ func ParseVersion(s string, version int) (UUID, error) {
 		return Nil, err
 	}
 	if err := u.Check(version); err != nil {
-		return Nil, fmt.Errorf("%w (in %s)", err, quote(s))
+		return Nil, fmt.Errorf("%w (in %s)", err, idtext.Quote(s))
 	}
 	return u, nil
 }
@@ -292,30 +294,16 @@ func (u UUID) Check(version int) error {
 }
 
 func badChar(in string, pos int, pair string) error {
-	c := pair[0]
-	if _, ok := unhex(c); ok {
-		c = pair[1]
+	if _, ok := idtext.Unhex(pair[0]); ok {
 		pos++
 	}
-	return fmt.Errorf("%w: %s: %q at position %d is not a hex digit", ErrSyntax, quote(in), c, pos)
+	return idtext.NotHex(ErrSyntax, in, pos)
 }
 
 func hexByte(a, b byte) (byte, bool) {
-	x, ok1 := unhex(a)
-	y, ok2 := unhex(b)
+	x, ok1 := idtext.Unhex(a)
+	y, ok2 := idtext.Unhex(b)
 	return x<<4 | y, ok1 && ok2
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 func hasPrefixFold(s, prefix string) bool {
@@ -335,9 +323,3 @@ func hasPrefixFold(s, prefix string) bool {
 }
 
 // quote renders untrusted input for an error message, cut to 64 bytes.
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
-}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	rsxid "github.com/rs/xid"
@@ -22,6 +23,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
+	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/internal/oid"
 )
 
@@ -50,37 +52,21 @@ var (
 // and name the character and position at fault.
 func Parse(s string) (ID, error) {
 	if len(s) != 20 {
-		return ID{}, fmt.Errorf("%w: %s has %d characters, want 20", ErrLength, quote(s), len(s))
+		return ID{}, fmt.Errorf("%w: %s has %d characters, want 20", ErrLength, idtext.Quote(s), len(s))
 	}
 	for i := range len(s) {
-		if indexByte(alphabet, s[i]) < 0 {
-			return ID{}, fmt.Errorf("%w: %s: %q at position %d is not in 0-9a-v", ErrSyntax, quote(s), s[i], i)
+		if strings.IndexByte(alphabet, s[i]) < 0 {
+			return ID{}, fmt.Errorf("%w: %s: %q at position %d is not in 0-9a-v", ErrSyntax, idtext.Quote(s), s[i], i)
 		}
 	}
 	if c := s[19]; c != '0' && c != 'g' {
-		return ID{}, fmt.Errorf("%w: %s: last character %q must be '0' or 'g' (its low 4 bits are padding)", ErrSyntax, quote(s), c)
+		return ID{}, fmt.Errorf("%w: %s: last character %q must be '0' or 'g' (its low 4 bits are padding)", ErrSyntax, idtext.Quote(s), c)
 	}
 	id, err := rsxid.FromString(s)
 	if err != nil {
-		return ID{}, fmt.Errorf("%w: %s: %v", ErrSyntax, quote(s), err)
+		return ID{}, fmt.Errorf("%w: %s: %v", ErrSyntax, idtext.Quote(s), err)
 	}
 	return id, nil
-}
-
-func indexByte(s string, c byte) int {
-	for i := range len(s) {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }
 
 // Settings configures a Generator. The zero value is valid.

@@ -1,0 +1,55 @@
+// Package idtext holds the pieces of text handling that idmint's ID-format
+// packages (flake128, objectid, ulid, xid, ksuid, uuid, idformat) share, so
+// that each error names untrusted input and each hex digit is read the same
+// way everywhere.
+package idtext
+
+import "fmt"
+
+// Quote renders untrusted input for an error message: Go-quoted, cut to its
+// first 64 bytes followed by "..." when longer.
+func Quote(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%q...", s[:64])
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// Unhex returns the value of the hex digit c (either case) and whether c is
+// one.
+func Unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// DecodeHex fills dst from the first 2*len(dst) characters of s, hex digits
+// in either case; the caller has checked the length. On a character that is
+// not a hex digit it returns NotHex(syntax, s, position).
+func DecodeHex(dst []byte, s string, syntax error) error {
+	for i := range dst {
+		hi, ok1 := Unhex(s[2*i])
+		lo, ok2 := Unhex(s[2*i+1])
+		if !ok1 || !ok2 {
+			p := 2 * i
+			if ok1 {
+				p++
+			}
+			return NotHex(syntax, s, p)
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return nil
+}
+
+// NotHex returns an error wrapping syntax that names in and the character
+// at byte position pos, which is not a hex digit.
+func NotHex(syntax error, in string, pos int) error {
+	return fmt.Errorf("%w: %s: %q at position %d is not a hex digit", syntax, Quote(in), in[pos], pos)
+}

@@ -1,0 +1,60 @@
+package idtext
+
+import (
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+)
+
+var errSyntax = errors.New("test: invalid character")
+
+func TestQuote(t *testing.T) {
+	t.Parallel()
+	if got := Quote("a\"b"); got != `"a\"b"` {
+		t.Errorf("Quote = %s", got)
+	}
+	long := strings.Repeat("x", 100)
+	if got, want := Quote(long), `"`+long[:64]+`"...`; got != want {
+		t.Errorf("Quote(100 x) = %s, want %s", got, want)
+	}
+}
+
+func TestDecodeHex(t *testing.T) {
+	t.Parallel()
+	var b [3]byte
+	if err := DecodeHex(b[:], "0aF9c3", errSyntax); err != nil || b != [3]byte{0x0a, 0xf9, 0xc3} {
+		t.Fatalf("DecodeHex = %x, %v", b, err)
+	}
+	for _, tc := range []struct {
+		in  string
+		msg string
+	}{
+		{"g0aaaa", `"g0aaaa": 'g' at position 0 is not a hex digit`},
+		{"0gaaaa", `"0gaaaa": 'g' at position 1 is not a hex digit`},
+		{"aaaa-a", `"aaaa-a": '-' at position 4 is not a hex digit`},
+	} {
+		err := DecodeHex(b[:], tc.in, errSyntax)
+		if !errors.Is(err, errSyntax) || err.Error() != "test: invalid character: "+tc.msg {
+			t.Errorf("DecodeHex(%q) = %v", tc.in, err)
+		}
+	}
+}
+
+func FuzzDecodeHex(f *testing.F) {
+	f.Add("00ff")
+	f.Add("zz")
+	f.Fuzz(func(t *testing.T, s string) {
+		b := make([]byte, len(s)/2)
+		err := DecodeHex(b, s, errSyntax)
+		if err != nil {
+			if !errors.Is(err, errSyntax) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		if got := strings.ToLower(s[:2*len(b)]); got != hex.EncodeToString(b) {
+			t.Fatalf("round trip %q → %s", s, hex.EncodeToString(b))
+		}
+	})
+}
