@@ -36,12 +36,12 @@ import (
 	"fmt"
 	"math/bits"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/idtext"
+	"github.com/idmint/idmint/internal/stamp"
 )
 
 // ID is a 128-bit flake in big-endian byte order.
@@ -223,12 +223,9 @@ type Settings struct {
 // Generator issues strictly increasing flakes for one worker. Safe for
 // concurrent use.
 type Generator struct {
-	mu      sync.Mutex
-	clk     clock.Clock
-	maxWait time.Duration
-	worker  uint64
-	ms      int64  // last millisecond, -1 before the first ID
-	next    uint32 // next sequence in ms; 1<<16 when exhausted
+	t      stamp.Millis
+	worker uint64
+	next   uint32 // next sequence in t.Last, under t.Mu; 1<<16 when exhausted
 }
 
 // New returns a Generator for a worker ID in [0, MaxWorker].
@@ -245,7 +242,7 @@ func New(worker uint64, s Settings) (*Generator, error) {
 	if s.Clock == nil {
 		s.Clock = coarse.Shared()
 	}
-	return &Generator{clk: s.Clock, maxWait: s.MaxWait, worker: worker, ms: -1}, nil
+	return &Generator{t: stamp.Millis{Clk: s.Clock, MaxWait: s.MaxWait, Last: -1}, worker: worker}, nil
 }
 
 // Next returns a flake greater than every flake this Generator returned
@@ -255,43 +252,31 @@ func New(worker uint64, s Settings) (*Generator, error) {
 // than MaxWait, or ctx's error if ctx ends while it waits.
 func (g *Generator) Next(ctx context.Context) (ID, error) {
 	for {
-		g.mu.Lock()
-		now := g.clk.Now()
+		g.t.Mu.Lock()
+		now := g.t.Clk.Now()
 		ms := now.UnixMilli()
 		if ms < 0 {
-			g.mu.Unlock()
+			g.t.Mu.Unlock()
 			return ID{}, fmt.Errorf("%w: %v is before 1970", ErrTime, now)
 		}
-		if ms > g.ms {
-			g.ms, g.next = ms, 0
+		if ms > g.t.Last {
+			g.t.Last, g.next = ms, 0
 		}
 		if g.next > 0xffff {
-			wait := time.UnixMilli(g.ms + 1).Sub(now)
-			held := g.ms
-			g.mu.Unlock()
-			if wait > g.maxWait {
-				return ID{}, fmt.Errorf("%w: 65536 IDs issued in millisecond %d and the clock is %v from the next", ErrExhausted, held, wait)
-			}
-			if err := g.clk.Sleep(ctx, wait); err != nil {
+			if err := g.t.Wait(ctx, now, func(held int64, wait time.Duration) error {
+				return fmt.Errorf("%w: 65536 IDs issued in millisecond %d and the clock is %v from the next", ErrExhausted, held, wait)
+			}); err != nil {
 				return ID{}, err
 			}
 			continue
 		}
-		id := Make(uint64(g.ms), g.worker, uint16(g.next))
+		id := Make(uint64(g.t.Last), g.worker, uint16(g.next))
 		g.next++
-		g.mu.Unlock()
+		g.t.Mu.Unlock()
 		return id, nil
 	}
 }
 
 // Ahead reports how far the last flake's millisecond is ahead of the clock:
 // zero unless the wall clock stepped back.
-func (g *Generator) Ahead() time.Duration {
-	g.mu.Lock()
-	ms := g.ms
-	g.mu.Unlock()
-	if ms < 0 {
-		return 0
-	}
-	return max(0, time.UnixMilli(ms).Sub(g.clk.Now()))
-}
+func (g *Generator) Ahead() time.Duration { return g.t.Ahead() }

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	oklog "github.com/oklog/ulid/v2"
@@ -31,6 +30,7 @@ import (
 	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
 	"github.com/idmint/idmint/internal/idtext"
+	"github.com/idmint/idmint/internal/stamp"
 )
 
 // ULID is oklog/ulid's type.
@@ -97,13 +97,10 @@ type Settings struct {
 
 // Generator issues strictly increasing ULIDs. Safe for concurrent use.
 type Generator struct {
-	mu      sync.Mutex
-	clk     clock.Clock
-	src     *entropy.Source
-	maxWait time.Duration
-	ms      int64  // last millisecond, -1 before the first ID
-	hi      uint16 // entropy of the last ID: top 16 bits
-	lo      uint64 // and low 64 bits
+	t   stamp.Millis
+	src *entropy.Source // under t.Mu
+	hi  uint16          // entropy of the last ID, under t.Mu: top 16 bits
+	lo  uint64          // and low 64 bits
 }
 
 // New returns a Generator.
@@ -117,7 +114,7 @@ func New(s Settings) (*Generator, error) {
 	if s.Clock == nil {
 		s.Clock = coarse.Shared()
 	}
-	return &Generator{clk: s.Clock, src: entropy.New(s.Rand), maxWait: s.MaxWait, ms: -1}, nil
+	return &Generator{t: stamp.Millis{Clk: s.Clock, MaxWait: s.MaxWait, Last: -1}, src: entropy.New(s.Rand)}, nil
 }
 
 // Next returns a ULID greater than every ULID this Generator returned
@@ -126,56 +123,44 @@ func New(s Settings) (*Generator, error) {
 // ends while it waits, or the error of Settings.Rand.
 func (g *Generator) Next(ctx context.Context) (ULID, error) {
 	for {
-		g.mu.Lock()
-		now := g.clk.Now()
+		g.t.Mu.Lock()
+		now := g.t.Clk.Now()
 		ms := now.UnixMilli()
 		if ms < 0 || ms >= 1<<48 {
-			g.mu.Unlock()
+			g.t.Mu.Unlock()
 			return ULID{}, fmt.Errorf("%w: %v is outside the 48-bit millisecond range", ErrTime, now)
 		}
-		if ms > g.ms {
+		if ms > g.t.Last {
 			a, err := g.src.Uint64()
 			var b uint64
 			if err == nil {
 				b, err = g.src.Uint64()
 			}
 			if err != nil {
-				g.mu.Unlock()
+				g.t.Mu.Unlock()
 				return ULID{}, err
 			}
-			g.ms, g.hi, g.lo = ms, uint16(a), b
+			g.t.Last, g.hi, g.lo = ms, uint16(a), b
 		} else if g.lo != ^uint64(0) {
 			g.lo++
 		} else if g.hi != ^uint16(0) {
 			g.hi, g.lo = g.hi+1, 0
 		} else {
-			wait := time.UnixMilli(g.ms + 1).Sub(now)
-			held := g.ms
-			g.mu.Unlock()
-			if wait > g.maxWait {
-				return ULID{}, fmt.Errorf("%w: entropy overflowed in millisecond %d and the clock is %v from the next", ErrExhausted, held, wait)
-			}
-			if err := g.clk.Sleep(ctx, wait); err != nil {
+			if err := g.t.Wait(ctx, now, func(held int64, wait time.Duration) error {
+				return fmt.Errorf("%w: entropy overflowed in millisecond %d and the clock is %v from the next", ErrExhausted, held, wait)
+			}); err != nil {
 				return ULID{}, err
 			}
 			continue
 		}
 		var id ULID
-		binary.BigEndian.PutUint64(id[0:8], uint64(g.ms)<<16|uint64(g.hi))
+		binary.BigEndian.PutUint64(id[0:8], uint64(g.t.Last)<<16|uint64(g.hi))
 		binary.BigEndian.PutUint64(id[8:16], g.lo)
-		g.mu.Unlock()
+		g.t.Mu.Unlock()
 		return id, nil
 	}
 }
 
 // Ahead reports how far the last ULID's millisecond is ahead of the clock:
 // zero unless the wall clock stepped back.
-func (g *Generator) Ahead() time.Duration {
-	g.mu.Lock()
-	ms := g.ms
-	g.mu.Unlock()
-	if ms < 0 {
-		return 0
-	}
-	return max(0, time.UnixMilli(ms).Sub(g.clk.Now()))
-}
+func (g *Generator) Ahead() time.Duration { return g.t.Ahead() }

@@ -3,12 +3,11 @@ package uuid
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
+	"github.com/idmint/idmint/internal/stamp"
 )
 
 // counterBits is the width of V7's per-millisecond counter: the 12 bits of
@@ -41,13 +40,10 @@ const counterBits = 42
 // back, V7 keeps stamping the last millisecond it issued, so order and
 // uniqueness hold; Ahead reports the lead. Safe for concurrent use.
 type V7 struct {
-	mu      sync.Mutex
-	clk     clock.Clock
-	src     *entropy.Source
-	maxWait time.Duration
-	ms      int64  // last millisecond stamped
-	ctr     uint64 // counter of the last ID
-	limit   uint64 // 1 << counterBits; tests lower it to reach the overflow path
+	t     stamp.Millis
+	src   *entropy.Source // under t.Mu
+	ctr   uint64          // counter of the last ID, under t.Mu
+	limit uint64          // 1 << counterBits; tests lower it to reach the overflow path
 }
 
 // NewV7 returns a V7 generator. Settings.Clock, Rand and MaxWait are used.
@@ -64,7 +60,7 @@ func NewV7(s Settings) (*V7, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &V7{clk: s.Clock, src: entropy.New(s.Rand), maxWait: s.MaxWait, ms: -1, limit: 1 << counterBits}, nil
+	return &V7{t: stamp.Millis{Clk: s.Clock, MaxWait: s.MaxWait, Last: -1}, src: entropy.New(s.Rand), limit: 1 << counterBits}, nil
 }
 
 // Next returns a UUID greater than every UUID this generator returned
@@ -74,40 +70,37 @@ func NewV7(s Settings) (*V7, error) {
 // ends during that wait, or the error of Settings.Rand.
 func (g *V7) Next(ctx context.Context) (UUID, error) {
 	for {
-		g.mu.Lock()
-		now := g.clk.Now()
+		g.t.Mu.Lock()
+		now := g.t.Clk.Now()
 		ms := now.UnixMilli()
 		if ms < 0 || ms >= 1<<48 {
-			g.mu.Unlock()
+			g.t.Mu.Unlock()
 			return Nil, fmt.Errorf("%w: %v is outside the 48-bit millisecond range of UUID v7", ErrTime, now)
 		}
 		var r uint64
 		var err error
 		switch {
-		case ms > g.ms:
+		case ms > g.t.Last:
 			var seed uint64
 			if seed, err = g.src.Uint64(); err == nil {
 				r, err = g.src.Uint64()
-				g.ms, g.ctr = ms, seed>>(64-counterBits+1) // 41 random bits: top bit clear
+				g.t.Last, g.ctr = ms, seed>>(64-counterBits+1) // 41 random bits: top bit clear
 			}
 		case g.ctr+1 < g.limit:
 			r, err = g.src.Uint64()
 			g.ctr++
 		default:
 			// Counter exhausted: wait for the clock to reach the next
-			// millisecond. Never sleep holding the lock.
-			wait := time.UnixMilli(g.ms + 1).Sub(now)
-			g.mu.Unlock()
-			if wait > g.maxWait {
-				return Nil, fmt.Errorf("%w: %d IDs issued in millisecond %d and the clock is %v behind the next", ErrExhausted, uint64(1)<<(counterBits-1), ms, wait)
-			}
-			if err := g.clk.Sleep(ctx, wait); err != nil {
+			// millisecond (Wait never sleeps holding the lock).
+			if err := g.t.Wait(ctx, now, func(_ int64, wait time.Duration) error {
+				return fmt.Errorf("%w: %d IDs issued in millisecond %d and the clock is %v behind the next", ErrExhausted, uint64(1)<<(counterBits-1), ms, wait)
+			}); err != nil {
 				return Nil, err
 			}
 			continue
 		}
-		ms, ctr := g.ms, g.ctr
-		g.mu.Unlock()
+		ms, ctr := g.t.Last, g.ctr
+		g.t.Mu.Unlock()
 		if err != nil {
 			return Nil, err
 		}
@@ -117,12 +110,4 @@ func (g *V7) Next(ctx context.Context) (UUID, error) {
 
 // Ahead reports how far the last issued timestamp is ahead of the clock now:
 // zero in normal running, positive after the wall clock stepped back.
-func (g *V7) Ahead() time.Duration {
-	g.mu.Lock()
-	ms := g.ms
-	g.mu.Unlock()
-	if ms < 0 {
-		return 0
-	}
-	return max(0, time.UnixMilli(ms).Sub(g.clk.Now()))
-}
+func (g *V7) Ahead() time.Duration { return g.t.Ahead() }
