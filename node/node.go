@@ -322,6 +322,27 @@ func (n *Node) WorkerID() (id, generation int64, ok bool) {
 	return b.lease.ID(), b.lease.Generation(), true
 }
 
+// Ahead returns how far the time stamped on the current generator's last
+// ID runs ahead of the wall clock (snowflake.Generator.Ahead): 0 normally,
+// positive after borrowing future ticks or bridging a rollback. It is 0
+// while the node holds no lease. Cheap enough for every metrics scrape.
+func (n *Node) Ahead() time.Duration {
+	if b := n.cur.Load(); b != nil {
+		return b.gen.Ahead()
+	}
+	return 0
+}
+
+// Horizon returns the latest time the current generator may stamp under
+// the horizon recorded in its lease (snowflake.Generator.Horizon), or the
+// zero time while the node holds no lease or no horizon is recorded yet.
+func (n *Node) Horizon() time.Time {
+	if b := n.cur.Load(); b != nil {
+		return b.gen.Horizon()
+	}
+	return time.Time{}
+}
+
 // Workers lists the worker IDs the node's coordinator knows (for
 // `idmint workers`).
 func (n *Node) Workers(ctx context.Context) ([]worker.Holder, error) {

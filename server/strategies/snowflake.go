@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/node"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/snowflake"
@@ -191,20 +193,47 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 	if err != nil {
 		return nil, err
 	}
-	return &snowflakeKey{n: res.(*nodeResource).n, layout: l, worker: wf}, nil
+	return &snowflakeKey{n: res.(*nodeResource).n, layout: l, worker: wf, clk: env.Clock}, nil
 }
 
+// snowflakeKey serves one key from a node shared by every key of its
+// layout and node-field values.
 type snowflakeKey struct {
 	n      *node.Node
 	layout snowflake.Layout
 	worker string
+	clk    clock.Clock
+
+	rollbacks atomic.Int64 // requests refused with snowflake.ErrClockBehind
 }
 
 func (k *snowflakeKey) NextInt64s(ctx context.Context, dst []int64) error {
 	if _, err := k.n.NextN(ctx, dst); err != nil {
+		if errors.Is(err, snowflake.ErrClockBehind) {
+			k.rollbacks.Add(1)
+		}
 		return snowflakeErr(err)
 	}
 	return nil
+}
+
+// Stats exposes how far the key's IDs run ahead of the wall clock, how much
+// room the recorded horizon leaves, and how many requests a clock rollback
+// refused. Ahead and horizon are left out while the node holds no lease
+// (or has recorded no horizon): a missing series, not a misleading zero.
+func (k *snowflakeKey) Stats() []server.Stat {
+	st := []server.Stat{{Name: "clock_rollback_total", Help: "Requests for a snowflake key refused because the wall clock ran behind its last ID by more than the generator waits out.",
+		Value: float64(k.rollbacks.Load()), Counter: true}}
+	if _, _, ok := k.n.WorkerID(); !ok {
+		return st
+	}
+	st = append(st, server.Stat{Name: "snowflake_ahead_seconds", Help: "How far the time stamped on a snowflake key's last ID runs ahead of the wall clock (borrowed ticks, bridged rollback).",
+		Value: k.n.Ahead().Seconds()})
+	if h := k.n.Horizon(); !h.IsZero() {
+		st = append(st, server.Stat{Name: "snowflake_horizon_seconds", Help: "Time left until a snowflake key's generator reaches the horizon recorded in its lease (it extends the horizon before then).",
+			Value: h.Sub(k.clk.Now()).Seconds()})
+	}
+	return st
 }
 
 func snowflakeErr(err error) error {
