@@ -65,6 +65,21 @@ type Config struct {
 	WriteTimeout      Duration `yaml:"write_timeout"`
 	IdleTimeout       Duration `yaml:"idle_timeout"`
 	ShutdownTimeout   Duration `yaml:"shutdown_timeout"`
+
+	// getenv is what Override was given, kept for Getenv.
+	getenv func(string) string
+}
+
+// Getenv returns the environment variable name as seen by the getenv that
+// Override was given (the binary passes os.Getenv; tests pass a map), or ""
+// when Override was never called. Strategies read secrets named in key
+// options through it (for example an order-number key_env), so the
+// server's packages never read the process environment themselves.
+func (c *Config) Getenv(name string) string {
+	if c == nil || c.getenv == nil {
+		return ""
+	}
+	return c.getenv(name)
 }
 
 // TLSConfig names a certificate and its key (PEM files).
@@ -222,7 +237,11 @@ func absOrSelf(p string) string {
 // Call it before SetDefaults so that derived defaults follow
 // IDMINT_DATA_DIR. It fails naming the variable and value when one does not
 // parse.
+//
+// getenv is kept for Getenv, so strategies can resolve variables a key's
+// options name.
 func (c *Config) Override(getenv func(string) string) error {
+	c.getenv = getenv
 	set := func(name string, dst *string) {
 		if v := getenv(name); v != "" {
 			*dst = v

@@ -2,9 +2,20 @@ package strategies
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	// The day of a date-part order number follows options.tz: embed the
+	// zone database so a host without /usr/share/zoneinfo does not refuse
+	// (or, worse, fall back to UTC for) a configured zone.
+	_ "time/tzdata"
+
+	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/ordernum"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/server"
@@ -12,86 +23,344 @@ import (
 
 // ordernumStrategy issues order numbers: a unique sequence from a segment
 // row of the key's store, encrypted with FF1 into a fixed-length, readable
-// number (design.md "order numbers"). Its keys deliberately have no
+// number (design.md "order numbers"). With a date part the sequence is per
+// day (row NAME:YYYYMMDD, ordernum.SequenceKey, the same row the CLI uses),
+// so the format's capacity is per day. Its keys deliberately have no
 // decoder: decoding reveals the sequence, i.e. the volume the format hides.
 func ordernumStrategy() server.Strategy {
 	return server.Strategy{
 		Name: "ordernum",
-		Summary: "fixed-length readable order numbers: FF1 over a segment sequence (options: format, e.g. length=16 or " +
-			"alphabet=base32,length=12,prefix=K,date=yyMMdd; key: 128/192/256-bit secret, hex or base64; key_version)",
-		Check: func(k server.KeyConfig, cfg *server.Config) []server.Problem {
-			ps := unknownOptions(k, "format", "key", "key_version", "description")
-			if _, err := ordernum.ParseFormat(k.Options["format"]); err != nil {
-				ps = append(ps, server.Problem{Field: "options.format", Value: k.Options["format"], Message: err.Error()})
-			}
-			v, p := intOption(k, "key_version", 0, 0, 31)
-			if p != nil {
-				ps = append(ps, *p)
-			}
-			if _, err := ordernum.ParseKey(int(v), k.Options["key"]); err != nil {
-				ps = append(ps, server.Problem{Field: "options.key", Value: "(redacted)", Message: err.Error()})
-			}
-			if k.Step != 0 {
-				if err := segment.ValidateStep(k.Step); err != nil {
-					ps = append(ps, server.Problem{Field: "step", Value: fmt.Sprint(k.Step), Message: err.Error()})
-				}
-			}
-			return ps
-		},
-		New: func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-			f, err := ordernum.ParseFormat(k.Options["format"])
-			if err != nil {
-				return nil, err
-			}
-			v, _ := strconv.Atoi(k.Options["key_version"])
-			key, err := ordernum.ParseKey(v, k.Options["key"])
-			if err != nil {
-				return nil, err
-			}
-			codec, err := ordernum.New(f, key)
-			if err != nil {
-				return nil, err
-			}
-			a, err := openAllocator(ctx, env, k.Store)
-			if err != nil {
-				return nil, err
-			}
-			if err := ensureRow(ctx, a, name, k.Step, k.Options["description"]); err != nil {
-				return nil, err
-			}
-			sk, err := a.Key(name)
-			if err != nil {
-				return nil, err
-			}
-			return &ordernumKey{seq: &segmentKey{a: a, k: sk, name: name}, codec: codec, env: env}, nil
-		},
+		Summary: "fixed-length readable order numbers: FF1 over a segment sequence, per day with a date part " +
+			"(options: format, e.g. length=16 or alphabet=base32,length=12,prefix=K,date=yyMMdd,version; " +
+			"key material from key_file (preferred: a file of VERSION:KEY lines, highest version issues), " +
+			"key_env (an environment variable holding the same), or key (inline hex/base64, with key_version); " +
+			"tz: zone of the date part, default UTC; store, step: the sequence's segment store and step)",
+		Check: checkOrdernum,
+		New:   newOrdernum,
 	}
 }
 
+// orderKeySources are the options that can carry key material; exactly one
+// must be set.
+var orderKeySources = []string{"key_file", "key_env", "key"}
+
+func checkOrdernum(k server.KeyConfig, cfg *server.Config) []server.Problem {
+	ps := unknownOptions(k, "format", "key", "key_env", "key_file", "key_version", "tz", "description")
+	f, err := ordernum.ParseFormat(k.Options["format"])
+	if err != nil {
+		ps = append(ps, server.Problem{Field: "options.format", Value: k.Options["format"], Message: err.Error()})
+	}
+	if _, err := orderLocation(k.Options["tz"]); err != nil {
+		ps = append(ps, server.Problem{Field: "options.tz", Value: k.Options["tz"], Message: err.Error()})
+	}
+	keys, p := orderKeys(k, cfg)
+	if p != nil {
+		ps = append(ps, *p)
+	} else if err == nil {
+		if _, err := ordernum.New(f, keys[0], keys[1:]...); err != nil {
+			field, _ := orderKeySource(k)
+			ps = append(ps, server.Problem{Field: "options." + field, Value: orderKeyValue(k, field), Message: err.Error()})
+		}
+	}
+	if k.Step != 0 {
+		if err := segment.ValidateStep(k.Step); err != nil {
+			ps = append(ps, server.Problem{Field: "step", Value: fmt.Sprint(k.Step), Message: err.Error()})
+		}
+	}
+	return ps
+}
+
+// orderLocation resolves options.tz; empty means UTC.
+func orderLocation(tz string) (*time.Location, error) {
+	if tz == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("strategies: %q is not a time zone (IANA name such as Asia/Shanghai, or UTC)", tz)
+	}
+	return loc, nil
+}
+
+// orderKeySource returns which of key_file, key_env and key is set; n is
+// how many are.
+func orderKeySource(k server.KeyConfig) (field string, n int) {
+	for _, s := range orderKeySources {
+		if _, ok := k.Options[s]; ok {
+			if n == 0 {
+				field = s
+			}
+			n++
+		}
+	}
+	return field, n
+}
+
+// orderKeyValue is what a problem may show of a key source: the file's
+// path or the variable's name, never material.
+func orderKeyValue(k server.KeyConfig, field string) string {
+	if field == "key" {
+		return "(redacted)"
+	}
+	return k.Options[field]
+}
+
+// orderKeys loads the key ring of an ordernum key from the one source its
+// options name. Highest version first, as ordernum.New takes them. A
+// problem names the option and shows the path or variable name, never
+// key material.
+func orderKeys(k server.KeyConfig, cfg *server.Config) ([]ordernum.Key, *server.Problem) {
+	field, n := orderKeySource(k)
+	prob := func(format string, a ...any) *server.Problem {
+		return &server.Problem{Field: "options." + field, Value: orderKeyValue(k, field), Message: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case n == 0:
+		field = "key_file"
+		return nil, prob("order numbers need key material: set key_file (a file of VERSION:KEY lines, preferred), key_env (an environment variable holding them) or key")
+	case n > 1:
+		return nil, prob("set only one of key_file, key_env and key")
+	}
+	if _, ok := k.Options["key_version"]; ok && field != "key" {
+		return nil, &server.Problem{Field: "options.key_version", Value: k.Options["key_version"],
+			Message: "applies to an inline key only; key_file and key_env give each key's version as VERSION:KEY"}
+	}
+	var text, where string
+	switch field {
+	case "key":
+		v, p := intOption(k, "key_version", 0, 0, ordernum.MaxKeyVersion)
+		if p != nil {
+			return nil, p
+		}
+		key, err := ordernum.ParseKey(int(v), k.Options["key"])
+		if err != nil {
+			return nil, prob("%v", err)
+		}
+		return []ordernum.Key{key}, nil
+	case "key_env":
+		name := k.Options["key_env"]
+		if name == "" {
+			return nil, prob("must name an environment variable")
+		}
+		text, where = cfg.Getenv(name), "environment variable "+name
+		if text == "" {
+			return nil, prob("environment variable %s is not set or empty", name)
+		}
+	case "key_file":
+		path := k.Options["key_file"]
+		if path == "" {
+			return nil, prob("must name a file")
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			// The error names the path and the cause only.
+			return nil, prob("cannot read the key file: %v", err)
+		}
+		text, where = string(b), "file "+path
+	}
+	keys, err := ordernum.ParseKeys(text)
+	if err != nil {
+		return nil, prob("%s: %v", where, err)
+	}
+	if len(keys) == 0 {
+		return nil, prob("%s holds no VERSION:KEY entries", where)
+	}
+	return keys, nil
+}
+
+func newOrdernum(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+	f, err := ordernum.ParseFormat(k.Options["format"])
+	if err != nil {
+		return nil, err
+	}
+	loc, err := orderLocation(k.Options["tz"])
+	if err != nil {
+		return nil, err
+	}
+	keys, p := orderKeys(k, env.Config)
+	if p != nil {
+		return nil, errors.New("strategies: " + p.String())
+	}
+	codec, err := ordernum.New(f, keys[0], keys[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	log := env.Logger.With("key", name)
+	if field, _ := orderKeySource(k); field == "key" {
+		log.Warn("order-number key material is written in the config (options.key); prefer options.key_file or options.key_env")
+	} else if field == "key_file" {
+		if st, err := os.Stat(k.Options["key_file"]); err == nil && st.Mode().Perm()&0o077 != 0 {
+			log.Warn("order-number key file is readable by other users; chmod 600 it", "path", k.Options["key_file"], "mode", st.Mode().Perm().String())
+		}
+	}
+	a, err := openAllocator(ctx, env, k.Store)
+	if err != nil {
+		return nil, err
+	}
+	o := &ordernumKey{
+		name: name, a: a, step: k.Step, desc: k.Options["description"],
+		codec: codec, f: f, loc: loc, clk: env.Clock, log: log,
+	}
+	// Open today's sequence now: a bad store fails at start, not on the
+	// first request.
+	if _, err := o.sequence(ctx, o.clk.Now().In(loc)); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// ordernumKey serves one order-number key: sequence numbers from the
+// segment row ordernum.SequenceKey names for the day, encrypted by codec.
 type ordernumKey struct {
-	seq   *segmentKey
+	name  string
+	a     *segment.Allocator
+	step  int64
+	desc  string
 	codec *ordernum.Codec
-	env   *server.Env
+	f     ordernum.Format
+	loc   *time.Location
+	clk   clock.Clock
+	log   *slog.Logger
+
+	cur    atomic.Pointer[daySequence] // the latest day's sequence
+	openMu sync.Mutex                  // serialises creating a day's row (once a day)
+	last   atomic.Int64                // largest sequence number issued on cur's day
+	warned atomic.Pointer[string]      // the sequence already warned about at 80 %
+}
+
+// daySequence is the segment key of one day (or the only one, without a
+// date part).
+type daySequence struct {
+	name string
+	k    *segment.Key
+}
+
+// sequence returns the segment key for day (already in the key's zone),
+// creating its store row the first time the day is seen.
+func (o *ordernumKey) sequence(ctx context.Context, day time.Time) (*daySequence, error) {
+	name := ordernum.SequenceKey(o.name, o.f, day)
+	if c := o.cur.Load(); c != nil && c.name == name {
+		return c, nil
+	}
+	o.openMu.Lock()
+	defer o.openMu.Unlock()
+	c := o.cur.Load()
+	if c != nil && c.name == name {
+		return c, nil
+	}
+	if err := ensureRow(ctx, o.a, name, o.step, o.desc); err != nil {
+		return nil, segmentErr(err)
+	}
+	k, err := o.a.Key(name)
+	if err != nil {
+		return nil, segmentErr(err)
+	}
+	d := &daySequence{name: name, k: k}
+	// A request that read the clock just before midnight may arrive after
+	// one that read it just after: only move cur forward (names of one key
+	// differ only in their YYYYMMDD suffix, so they sort by day).
+	if c == nil || name > c.name {
+		o.cur.Store(d)
+		o.last.Store(0)
+	}
+	return d, nil
 }
 
 func (o *ordernumKey) NextStrings(ctx context.Context, dst []string) error {
-	seqs := make([]int64, len(dst))
-	if err := o.seq.NextInt64s(ctx, seqs); err != nil {
+	day := o.clk.Now().In(o.loc) // read once: the sequence and the date part agree
+	seq, err := o.sequence(ctx, day)
+	if err != nil {
 		return err
 	}
-	day := o.env.Clock.Now()
-	for i, s := range seqs {
-		n, err := o.codec.Encode(uint64(s), day)
-		if err != nil {
-			// Capacity of the format used up (per day with a date part):
-			// refuse rather than wrap.
-			return err
-		}
-		dst[i] = n
+	seqs := make([]int64, len(dst))
+	if _, err := seq.k.NextN(ctx, seqs); err != nil {
+		return segmentErr(err)
 	}
+	buf := make([]byte, 0, len(dst)*o.f.Length())
+	for i, s := range seqs {
+		start := len(buf)
+		buf, err = o.codec.AppendEncode(buf, uint64(s), day)
+		if err != nil {
+			// The format's capacity is used up (for the day, with a
+			// date part): refuse rather than wrap.
+			o.log.Error("order-number capacity exhausted", "sequence", seq.name, "capacity", o.f.Capacity())
+			return &retryable{fmt.Errorf("strategies: key %q: sequence %s: %w", o.name, seq.name, err), o.untilTomorrow(day)}
+		}
+		dst[i] = string(buf[start:])
+	}
+	o.noteUsage(seq.name, seqs[len(seqs)-1])
 	return nil
 }
 
-func (o *ordernumKey) Ready(ctx context.Context) error { return o.seq.Ready(ctx) }
-func (o *ordernumKey) Stats() []server.Stat            { return o.seq.Stats() }
+// untilTomorrow is how long a client should wait after a date format's
+// day ran out (the next day has a fresh sequence); a format without a date
+// part never recovers, so one second (the client will see the same error).
+func (o *ordernumKey) untilTomorrow(day time.Time) time.Duration {
+	if !o.f.HasDate() {
+		return time.Second
+	}
+	y, m, d := day.Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, day.Location()).Sub(day)
+}
+
+// noteUsage records the largest sequence number issued today and warns in
+// the log once per sequence when 80 % of the capacity is used.
+func (o *ordernumKey) noteUsage(seqName string, s int64) {
+	if c := o.cur.Load(); c == nil || c.name != seqName {
+		return
+	}
+	for {
+		old := o.last.Load()
+		if s <= old || o.last.CompareAndSwap(old, s) {
+			break
+		}
+	}
+	if !o.f.NearCapacity(uint64(s)) {
+		return
+	}
+	if w := o.warned.Load(); w != nil && *w == seqName {
+		return
+	}
+	o.warned.Store(&seqName)
+	o.log.Warn("order-number format nearing capacity", "sequence", seqName,
+		"used", fmt.Sprintf("%.1f%%", 100*o.f.Usage(uint64(s))), "capacity", o.f.Capacity(), "per_day", o.f.HasDate())
+}
+
+// Ready checks the current sequence's row can be read from the store.
+func (o *ordernumKey) Ready(ctx context.Context) error {
+	c := o.cur.Load()
+	_, err := o.a.Describe(ctx, c.name)
+	return err
+}
+
+// Stats says whether the format nears its capacity, not how much of it is
+// used: /metrics may be public, and the share used times the capacity is
+// the volume order numbers exist to hide. (idmint_ids_issued_total counts
+// a process's issues anyway; serve /metrics to trusted scrapers only.)
+func (o *ordernumKey) Stats() []server.Stat {
+	near := 0.0
+	if last := o.last.Load(); last > 0 && o.f.NearCapacity(uint64(last)) {
+		near = 1
+	}
+	return []server.Stat{
+		{Name: "ordernum_near_capacity", Help: "1 once an order-number key has used 80 % of its format's capacity (today's, with a date part).", Value: near},
+		{Name: "ordernum_capacity", Help: "Order numbers an order-number format can issue (per day with a date part).", Value: float64(o.f.Capacity())},
+	}
+}
+
+// CacheView shows the current day's sequence buffers on the admin /cache
+// page (Key is the sequence's row, NAME:YYYYMMDD with a date part).
+func (o *ordernumKey) CacheView() server.CacheView {
+	c := o.cur.Load()
+	v := (&segmentKey{a: o.a, k: c.k, name: c.name}).CacheView()
+	return v
+}
+
+// StoreRow shows the current day's sequence row on the admin /db page.
+func (o *ordernumKey) StoreRow(ctx context.Context) (server.StoreRow, error) {
+	c := o.cur.Load()
+	return (&segmentKey{a: o.a, k: c.k, name: c.name}).StoreRow(ctx)
+}
+
+// Close does nothing: the Allocator is shared and closed with the server.
 func (o *ordernumKey) Close(ctx context.Context) error { return nil }
