@@ -35,7 +35,7 @@ func Register(reg *server.Registry) error {
 }
 
 func all() []server.Strategy {
-	return append([]server.Strategy{snowflakeStrategy(), segmentStrategy(), ordernumStrategy()}, textStrategies()...)
+	return append([]server.Strategy{snowflakeStrategy(), segmentStrategy(), ordernumStrategy(), ticketStrategy(), redisStrategy()}, textStrategies()...)
 }
 
 // retryable marks an issuer's refusal with how long a client should wait.

@@ -164,8 +164,11 @@ func (s *segmentKey) Ready(ctx context.Context) error {
 	return err
 }
 
-func (s *segmentKey) Stats() []server.Stat {
-	st := s.k.Stats()
+func (s *segmentKey) Stats() []server.Stat { return segmentStats(s.k.Stats()) }
+
+// segmentStats are a segment key's figures (also an order-number key's
+// sequence's): one Help text per metric name, as Prometheus requires.
+func segmentStats(st segment.Stats) []server.Stat {
 	return []server.Stat{
 		{Name: "segment_remaining", Help: "IDs left in a segment key's two buffers.", Value: float64(st.Remaining)},
 		{Name: "segment_step", Help: "Length of the last segment leased.", Value: float64(st.Step)},
