@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -506,3 +507,81 @@ func grepLines(text, word string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// FuzzChecks feeds arbitrary option values to the checks of the strategies
+// this file serves: they must report problems, never panic.
+func FuzzChecks(f *testing.F) {
+	f.Add("ticket", "servers", "a,b,mysql://x@y/z", "offsets", "1,2")
+	f.Add("ticket", "step", "-1", "conns", "999")
+	f.Add("redis", "redis", "redis://h:1/0", "block", "0")
+	f.Add("redis", "redis", "h", "counter_key", "")
+	f.Add("ordernum", "format", "length=16,date=yyMMdd", "tz", "Asia/Shanghai")
+	f.Add("ordernum", "key_env", "X", "key_version", "3")
+	reg := server.NewRegistry()
+	if err := Register(reg); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, strategy, k1, v1, k2, v2 string) {
+		st, ok := reg.Strategy(strategy)
+		if !ok {
+			return
+		}
+		cfg := &server.Config{DataDir: "/nonexistent", Stores: map[string]string{"a": "mysql://r@h:1/d", "b": "postgres://r@h:2/d", "c": "redis://h:3/0"}}
+		cfg.Override(func(string) string { return v2 })
+		cfg.SetDefaults()
+		k := server.KeyConfig{Strategy: strategy, Store: "default", Options: map[string]string{k1: v1, k2: v2}}
+		for _, p := range st.Check(k, cfg) {
+			if p.Field == "" || p.Message == "" {
+				t.Fatalf("problem without field or message: %+v", p)
+			}
+		}
+	})
+}
+
+func benchServed(b *testing.B, keys map[string]server.KeyConfig, o setup, target string) {
+	_, h := serveWith(b, keys, o)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := httptestRequest(target)
+		for pb.Next() {
+			w := newRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != 200 {
+				b.Errorf("%d %s", w.Code, w.Body)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkOrdernumBatch1000(b *testing.B) {
+	benchServed(b, map[string]server.KeyConfig{"o": {Strategy: "ordernum", Step: 100000,
+		Options: map[string]string{"format": "length=16,date=yyMMdd", "key": orderKey1}}}, setup{}, "/v1/keys/o/ids?count=1000")
+}
+
+func BenchmarkRedisBatch1000(b *testing.B) {
+	addr := testserver.Addr(b, testserver.Redis)
+	benchServed(b, map[string]server.KeyConfig{"r": {Strategy: "redis",
+		Options: map[string]string{"redis": addr, "counter_key": testserver.Prefix(b) + ":bench", "block": "1000000"}}}, setup{}, "/v1/keys/r/ids?count=1000")
+}
+
+func BenchmarkTicketPostgresBatch1000(b *testing.B) {
+	pg := testserver.Database(b, testserver.Postgres)
+	benchServed(b, map[string]server.KeyConfig{"t": {Strategy: "ticket", Store: "pg"}},
+		setup{stores: map[string]string{"pg": pg}}, "/v1/keys/t/ids?count=1000")
+}
+
+func BenchmarkTicketMariaDBSingle(b *testing.B) {
+	dsn := testserver.Database(b, testserver.MariaDB)
+	benchServed(b, map[string]server.KeyConfig{"t": {Strategy: "ticket", Options: map[string]string{"servers": dsn}}},
+		setup{}, "/v1/keys/t/ids")
+}
+
+func httptestRequest(target string) *http.Request {
+	r := httptest.NewRequest("GET", target, nil)
+	r.RemoteAddr = "127.0.0.1:1"
+	return r
+}
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
