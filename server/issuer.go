@@ -98,6 +98,14 @@ type Monitor interface {
 	StoreRow(ctx context.Context) (StoreRow, error)
 }
 
+// VolumeHider is an issuer whose IDs exist to hide how many were issued
+// (order numbers). The server then keeps its count out of /metrics, which
+// anyone who can reach the listener may read: idmint_ids_issued_total would
+// otherwise publish the order volume the format hides.
+type VolumeHider interface {
+	HidesVolume() bool
+}
+
 // Readier is an issuer or shared resource that can say whether it can serve
 // now (lease held, store reachable). /readyz fails while any returns an
 // error.

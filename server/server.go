@@ -162,7 +162,11 @@ func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfi
 		name: name, cfg: kc, fromConfig: fromConfig, issuer: iss,
 		tokens:  hashTokens(kc.Tokens),
 		limiter: newLimiter(s.clk, kc.RateLimit),
-		issued:  s.metrics.issued.WithLabelValues(name, kc.Strategy),
+	}
+	if h, ok := iss.(VolumeHider); ok && h.HidesVolume() {
+		k.issued = prometheus.NewCounter(prometheus.CounterOpts{Name: "idmint_ids_issued_total"}) // counted, never registered
+	} else {
+		k.issued = s.metrics.issued.WithLabelValues(name, kc.Strategy)
 	}
 	k.ints, _ = iss.(Int64s)
 	k.strs, _ = iss.(Strings)

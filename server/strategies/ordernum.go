@@ -327,6 +327,10 @@ func (o *ordernumKey) noteUsage(seqName string, s int64) {
 }
 
 // Ready checks the current sequence's row can be read from the store.
+// HidesVolume keeps order numbers out of idmint_ids_issued_total: the
+// count would reveal the volume the format exists to hide.
+func (o *ordernumKey) HidesVolume() bool { return true }
+
 func (o *ordernumKey) Ready(ctx context.Context) error {
 	c := o.cur.Load()
 	_, err := o.a.Describe(ctx, c.name)

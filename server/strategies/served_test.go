@@ -371,6 +371,11 @@ func TestOrdernumSequencePerDay(t *testing.T) {
 	if days, _ := decode(append(utcBefore, utcAfter...)); len(days) != 1 || !days["2025-08-17"] {
 		t.Fatalf("UTC key: days %v", days)
 	}
+	// /metrics is readable by anyone who reaches the listener: it must not
+	// count order numbers, or it would publish the volume they hide.
+	if _, m := get(t, h, "GET", "/metrics", ""); strings.Contains(m, `idmint_ids_issued_total{key="inv"`) || strings.Contains(m, `idmint_ids_issued_total{key="utc"`) {
+		t.Fatal("/metrics counts order numbers (idmint_ids_issued_total has an ordernum key)")
+	}
 }
 
 func minOf(s []uint64) uint64 {
