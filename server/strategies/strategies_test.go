@@ -60,6 +60,8 @@ var allKeys = map[string]server.KeyConfig{
 	"x":         {Strategy: "xid"},
 	"u":         {Strategy: "ulid"},
 	"k":         {Strategy: "ksuid"},
+	"f128":      {Strategy: "flake128", Options: map[string]string{"worker": "281474976710655"}},
+	"tr":        {Strategy: "timeid-random"},
 	"orderno":   {Strategy: "ordernum", Step: 50, Options: map[string]string{"format": "length=16", "key": "000102030405060708090a0b0c0d0e0f"}},
 }
 
