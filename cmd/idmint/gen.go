@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{name: "gen", summary: "issue IDs: idmint gen <kind> [flags] (kinds: " + genKindList() + ")", run: runGen})
+	register(command{name: "gen", summary: "issue IDs: idmint gen <kind> [flags] (`idmint gen -h` lists the kinds)", run: runGen})
 }
 
 // genKinds maps `idmint gen <kind>` to its implementation. Each returns its
@@ -30,10 +30,6 @@ func init() {
 	for _, f := range []string{"timeid-member", "timeid-gene"} {
 		genKinds[f] = func(ctx context.Context, e *env, args []string) error { return genMember(ctx, e, f, args) }
 	}
-}
-
-func genKindList() string {
-	return "snowflake, " + strings.Join(idformat.GeneratorFormats(), ", ") + ", timeid-member, timeid-gene"
 }
 
 // geneSecretEnv carries the 16-byte gene key (hex) for timeid-gene.
