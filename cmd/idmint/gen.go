@@ -107,7 +107,11 @@ func genMember(ctx context.Context, e *env, format string, args []string) error 
 }
 
 func runGen(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintf(e.stdout, "Usage: idmint gen <kind> [flags]\n\nKinds: %s\n\nRun `idmint gen <kind> -h` for a kind's flags.\n", kindNames(genKinds))
+		return nil
+	}
+	if len(args) == 0 {
 		return usagef("missing kind: idmint gen <kind> [flags], kind is one of: %s", kindNames(genKinds))
 	}
 	f, ok := genKinds[args[0]]
