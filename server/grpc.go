@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	v1 "github.com/idmint/idmint/server/api/idmintv1"
+	v1 "github.com/idmint/idmint/api/idmintv1"
 )
 
 // GRPCServer returns a *grpc.Server serving the idmint.v1.IDs service over

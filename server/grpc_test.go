@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	v1 "github.com/idmint/idmint/server/api/idmintv1"
+	v1 "github.com/idmint/idmint/api/idmintv1"
 )
 
 func grpcFixture(t *testing.T) (v1.IDsClient, *fixture) {

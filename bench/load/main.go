@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/idmint/idmint/server/api/idmintv1"
+	"github.com/idmint/idmint/api/idmintv1"
 )
 
 func main() {

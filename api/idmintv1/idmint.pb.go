@@ -2,7 +2,7 @@
 // configured with. Numeric IDs travel as int64 (no JavaScript here to lose
 // precision); UUID-family and order-number IDs as text.
 //
-// Regenerate the message code (from server/api):
+// Regenerate the message code (from api):
 //   protoc --go_out=. --go_opt=paths=source_relative idmintv1/idmint.proto
 // The service glue in idmint_grpc.go is written by hand in the shape
 // protoc-gen-go-grpc produces (that plugin is not on this project's module
@@ -504,7 +504,7 @@ const file_idmintv1_idmint_proto_rawDesc = "" +
 	"\aNextIDs\x12\x19.idmint.v1.NextIDsRequest\x1a\x1a.idmint.v1.NextIDsResponse\x12F\n" +
 	"\tNextRange\x12\x1b.idmint.v1.NextRangeRequest\x1a\x1c.idmint.v1.NextRangeResponse\x12=\n" +
 	"\x06Decode\x12\x18.idmint.v1.DecodeRequest\x1a\x19.idmint.v1.DecodeResponse\x12F\n" +
-	"\tStreamIDs\x12\x1b.idmint.v1.StreamIDsRequest\x1a\x1a.idmint.v1.NextIDsResponse0\x01B7Z5github.com/idmint/idmint/server/api/idmintv1;idmintv1b\x06proto3"
+	"\tStreamIDs\x12\x1b.idmint.v1.StreamIDsRequest\x1a\x1a.idmint.v1.NextIDsResponse0\x01B0Z.github.com/idmint/idmint/api/idmintv1;idmintv1b\x06proto3"
 
 var (
 	file_idmintv1_idmint_proto_rawDescOnce sync.Once
