@@ -23,7 +23,7 @@ import (
 
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
-	v1 "github.com/idmint/idmint/server/api/idmintv1"
+	v1 "github.com/idmint/idmint/api/idmintv1"
 	"github.com/idmint/idmint/server/strategies"
 )
 
