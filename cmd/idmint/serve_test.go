@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	v1 "github.com/idmint/idmint/api/idmintv1"
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
-	v1 "github.com/idmint/idmint/api/idmintv1"
 	"github.com/idmint/idmint/server/strategies"
 )
 
