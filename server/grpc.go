@@ -140,15 +140,22 @@ func grpcStatus(err error) int {
 	return 503
 }
 
+// grpcCountAndKey checks a request's count and key; on success the key is
+// read-locked and the caller unlocks it.
+func (s *Server) grpcCountAndKey(ctx context.Context, count uint32, name string) (int, *key, error) {
+	n, err := s.grpcCount(ctx, count, "count")
+	if err != nil {
+		return 0, nil, err
+	}
+	k, err := s.grpcKey(ctx, name)
+	return n, k, err
+}
+
 func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.NextIDsResponse, err error) {
 	s := g.s
 	start := s.clk.Mono()
 	defer func() { s.metrics.observe(routeGRPCIDs, grpcStatus(err), s.clk.Mono()-start) }()
-	n, err := s.grpcCount(ctx, r.GetCount(), "count")
-	if err != nil {
-		return nil, err
-	}
-	k, err := s.grpcKey(ctx, r.GetKey())
+	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey())
 	if err != nil {
 		return nil, err
 	}
@@ -160,11 +167,7 @@ func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *
 	s := g.s
 	start := s.clk.Mono()
 	defer func() { s.metrics.observe(routeGRPCRange, grpcStatus(err), s.clk.Mono()-start) }()
-	n, err := s.grpcCount(ctx, r.GetCount(), "count")
-	if err != nil {
-		return nil, err
-	}
-	k, err := s.grpcKey(ctx, r.GetKey())
+	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey())
 	if err != nil {
 		return nil, err
 	}

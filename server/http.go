@@ -116,16 +116,24 @@ func (s *Server) snowflakeIDs(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observe(routeSnowflake, st, s.clk.Mono()-start)
 }
 
-func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy string) int {
+// countAndKey is the start of every ID-issuing request: method, count and
+// key. On success the key is read-locked (the caller unlocks it) and st is
+// 0; otherwise the error is written and st is its status.
+func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request) (n int, k *key, st int) {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
-		return http.StatusMethodNotAllowed
+		return 0, nil, http.StatusMethodNotAllowed
 	}
 	n, err := parseCount(r.URL.RawQuery, s.cfg.MaxCount)
 	if err != nil {
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
-		return http.StatusBadRequest
+		return 0, nil, http.StatusBadRequest
 	}
-	k, st := s.acquire(w, r, r.PathValue("key"))
+	k, st = s.acquire(w, r, r.PathValue("key"))
+	return n, k, st
+}
+
+func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy string) int {
+	n, k, st := s.countAndKey(w, r)
 	if st != 0 {
 		return st
 	}
@@ -206,15 +214,7 @@ func (s *Server) rangeIDs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
-		return http.StatusMethodNotAllowed
-	}
-	n, err := parseCount(r.URL.RawQuery, s.cfg.MaxCount)
-	if err != nil {
-		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
-		return http.StatusBadRequest
-	}
-	k, st := s.acquire(w, r, r.PathValue("key"))
+	n, k, st := s.countAndKey(w, r)
 	if st != 0 {
 		return st
 	}
