@@ -127,14 +127,13 @@ func (p *proc) snapshot() []string {
 // waitFor polls until cond holds over p's lines, or fails after d.
 func (p *proc) waitFor(t *testing.T, what string, d time.Duration, cond func([]string) bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond(p.snapshot()) {
-		if time.Now().After(deadline) {
-			ls := p.snapshot()
-			t.Fatalf("timed out waiting for %s; last lines: %q", what, ls[max(0, len(ls)-5):])
+	var ls []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the child's last lines: %q", ls[max(0, len(ls)-5):])
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testserver.Eventually(t, what, d, func() bool { ls = p.snapshot(); return cond(ls) })
 }
 
 func (p *proc) stop(t *testing.T) []string {

@@ -274,3 +274,18 @@ func freePort(t testing.TB, k Kind) int {
 	t.Fatal("testserver: no free port")
 	return 0
 }
+
+// Eventually polls cond every 20 ms until it holds, failing the test with
+// what when it has not within d. It is for things that happen on a real
+// server or process, where no fake clock can say when; tests of idmint's
+// own timing use clock.Fake instead.
+func Eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

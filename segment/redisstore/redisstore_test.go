@@ -109,7 +109,7 @@ func TestCrashAndOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return a.Stats()[0].NextReady })
+	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return a.Stats()[0].NextReady })
 	srv.Stop(t)
 	for i := range 150 {
 		if err := take(a); err != nil {
@@ -125,7 +125,7 @@ func TestCrashAndOutage(t *testing.T) {
 	}
 	t.Logf("error during the outage: %v", err)
 	srv.Restart(t)
-	waitFor(t, func() bool { return take(a) == nil })
+	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return take(a) == nil })
 	for range 300 {
 		if err := take(a); err != nil {
 			t.Fatalf("after recovery: %v", err)
@@ -148,17 +148,6 @@ func TestCrashAndOutage(t *testing.T) {
 		if err := take(b); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30 s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -186,7 +175,7 @@ func TestPausedServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return a.Stats()[0].NextReady })
+	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return a.Stats()[0].NextReady })
 	srv.Pause(t)
 	resumed := false
 	defer func() {
@@ -212,7 +201,7 @@ func TestPausedServer(t *testing.T) {
 	t.Logf("with Redis paused: %v after %v", err, time.Since(t0).Round(time.Millisecond))
 	srv.Resume(t)
 	resumed = true
-	waitFor(t, func() bool {
+	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool {
 		id, err := a.Next(ctx, "p")
 		if err == nil && id <= last {
 			t.Fatalf("ID %d after %d", id, last)

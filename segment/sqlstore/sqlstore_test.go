@@ -125,7 +125,7 @@ func TestLeafCompatibility(t *testing.T) {
 			}
 			// The first 2000 IDs came from [1, 2001); the next segment,
 			// [2001, 4001), was loaded in the background at 10 %.
-			waitFor(t, func() bool { return k.Stats().NextReady })
+			testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return k.Stats().NextReady })
 			if m := readMax(); m != 4001 {
 				t.Fatalf("max_id = %d after one segment and the prefetch, want 4001", m)
 			}
@@ -191,7 +191,7 @@ func outage(t *testing.T, srv *testserver.Server, url string) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return a.Stats()[0].NextReady })
+	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return a.Stats()[0].NextReady })
 	srv.Stop(t)
 	// 50 left in the current segment, 100 in the next: all still served.
 	for i := range 150 {
@@ -222,7 +222,7 @@ func outage(t *testing.T, srv *testserver.Server, url string) {
 	}
 	t.Logf("error during the outage: %v", failed)
 	srv.Restart(t)
-	waitFor(t, func() bool {
+	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool {
 		_, err := take()
 		return err == nil
 	})
@@ -233,19 +233,6 @@ func outage(t *testing.T, srv *testserver.Server, url string) {
 	}
 	if st := a.Stats()[0]; st.LoadErrors == 0 || st.Loads < 4 {
 		t.Fatalf("stats after the outage = %+v", st)
-	}
-}
-
-// waitFor polls cond: the thing waited for happens on a real server, so no
-// fake clock can tell when.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30 s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
