@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,48 @@ func TestGenMember(t *testing.T) {
 		if code != 2 || !strings.Contains(out+errOut, c.want) {
 			t.Errorf("%v: exit %d %q %q, want exit 2 naming %q", c.args, code, out, errOut, c.want)
 		}
+	}
+}
+
+// Instagram's layout with the shard taken from a shard key through the
+// keyed gene: every ID of one key decodes to one shard, and different keys
+// spread over shards.
+func TestGenInstagramShardKey(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{geneSecretEnv: "000102030405060708090a0b0c0d0e0f"}
+	shardOf := func(member string) string {
+		code, out, errOut := runCLIEnv(t, vars, "gen", "snowflake", "--layout", "instagram", "--shard-key", member, "-n", "20")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		shards := map[string]bool{}
+		for _, id := range strings.Fields(out) {
+			_, dec, _ := runCLI(t, "decode", id, "--layout", "instagram", "--json")
+			var m map[string]string
+			if err := json.Unmarshal([]byte(dec), &m); err != nil {
+				t.Fatalf("decode %s: %v %q", id, err, dec)
+			}
+			shards[m["shard"]] = true
+		}
+		if len(shards) != 1 {
+			t.Fatalf("member %s spread over shards %v", member, shards)
+		}
+		for s := range shards {
+			return s
+		}
+		return ""
+	}
+	distinct := map[string]bool{}
+	for _, m := range []string{"alice", "bob", "carol", "dave", "erin"} {
+		distinct[shardOf(m)] = true
+	}
+	if len(distinct) < 2 {
+		t.Fatalf("five members all on shard %v", distinct)
+	}
+	if code, _, errOut := runCLIEnv(t, vars, "gen", "snowflake", "--shard-key", "alice", "--node", "worker=1,datacenter=1"); code != 2 || !strings.Contains(errOut, "shard field") {
+		t.Fatalf("twitter layout with --shard-key: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "gen", "snowflake", "--layout", "instagram", "--shard-key", "alice"); code != 2 || !strings.Contains(errOut, geneSecretEnv) {
+		t.Fatalf("no gene secret: exit %d %s", code, errOut)
 	}
 }

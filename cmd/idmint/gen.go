@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idmint/idmint/gene"
 	"github.com/idmint/idmint/idformat"
 	"github.com/idmint/idmint/node"
 	"github.com/idmint/idmint/snowflake"
@@ -137,6 +138,7 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	nodeText := fs.String("node", "", "node field values, e.g. datacenter=1,worker=3 (every node field of the layout must be set, unless --coordinator assigns the worker)")
 	coord := fs.String("coordinator", "", "lease the worker ID from a coordinator: file:///path, etcd://host:2379/prefix, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path")
 	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing below it (without --coordinator)")
+	shardKey := fs.String("shard-key", "", "derive the layout's shard field from this shard key (e.g. a user ID) with the keyed gene of env "+geneSecretEnv+", so one key's IDs land on one shard without revealing it (Instagram's layout)")
 	n := fs.Int("n", 1, "how many IDs to issue")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -151,6 +153,11 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	nodeVals, err := snowflake.ParseNode(*nodeText)
 	if err != nil {
 		return usagef("flag --node: %v", err)
+	}
+	if *shardKey != "" {
+		if err := shardFromGene(e, layout, nodeVals, *shardKey); err != nil {
+			return err
+		}
 	}
 	var next func(ctx context.Context, dst []int64) (int, error)
 	if *coord != "" {
@@ -176,6 +183,34 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 		next = g.NextN
 	}
 	return writeInt64s(ctx, e, *n, next)
+}
+
+// shardFromGene sets the layout's "shard" node field to the gene of
+// shardKey: a keyed hash, so every ID of one shard key carries the same
+// shard and the shard reveals nothing about the key without the secret.
+func shardFromGene(e *env, layout snowflake.Layout, node map[string]int64, shardKey string) error {
+	bits := 0
+	for _, f := range layout.NodeFields() {
+		if f.Name == "shard" {
+			bits = f.Bits
+		}
+	}
+	if bits == 0 {
+		return usagef("flag --shard-key: layout %s has no shard field (instagram has one)", layout.Name())
+	}
+	if _, set := node["shard"]; set {
+		return usagef("flag --shard-key: cannot be combined with shard= in --node")
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(e.getenv(geneSecretEnv)))
+	if err != nil || len(key) != gene.KeySize {
+		return usagef("env %s: want %d bytes as %d hex digits (the gene key)", geneSecretEnv, gene.KeySize, 2*gene.KeySize)
+	}
+	h, err := gene.New(key, bits)
+	if err != nil {
+		return usagef("flag --shard-key: %v", err)
+	}
+	node["shard"] = int64(h.OfString(shardKey))
+	return nil
 }
 
 // writeInt64s issues n IDs in batches and prints one per line.
