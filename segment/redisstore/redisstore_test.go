@@ -80,20 +80,7 @@ func TestCrashAndOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.Create(ctx, segment.KeyInfo{Key: "o", Step: 100}); err != nil {
-		t.Fatal(err)
-	}
-	a, err := segment.New(store, segment.Options{
-		Step:        segment.StepPolicy{Fixed: true},
-		LoadTimeout: 2 * time.Second,
-		RetryMin:    20 * time.Millisecond,
-		RetryMax:    200 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	seen := map[int64]bool{}
+	seen := segmenttest.Outage(t, store, func() { srv.Stop(t) }, func() { srv.Restart(t) })
 	take := func(a *segment.Allocator) error {
 		id, err := a.Next(ctx, "o")
 		if err == nil {
@@ -103,33 +90,6 @@ func TestCrashAndOutage(t *testing.T) {
 			seen[id] = true
 		}
 		return err
-	}
-	for range 50 {
-		if err := take(a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return a.Stats()[0].NextReady })
-	srv.Stop(t)
-	for i := range 150 {
-		if err := take(a); err != nil {
-			t.Fatalf("buffered ID %d failed during the outage: %v", i, err)
-		}
-	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	t0 := time.Now()
-	_, err = a.Next(dctx, "o")
-	cancel()
-	if !errors.Is(err, segment.ErrUnavailable) || time.Since(t0) > 5500*time.Millisecond {
-		t.Fatalf("Next past the buffers with Redis down = %v after %v", err, time.Since(t0))
-	}
-	t.Logf("error during the outage: %v", err)
-	srv.Restart(t)
-	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return take(a) == nil })
-	for range 300 {
-		if err := take(a); err != nil {
-			t.Fatalf("after recovery: %v", err)
-		}
 	}
 	// Crash: SIGKILL, restart from the AOF, a new allocator.
 	srv.Kill(t)

@@ -156,84 +156,12 @@ func TestOutage(t *testing.T) {
 }
 
 func outage(t *testing.T, srv *testserver.Server, url string) {
-	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, url)
+	store, err := sqlstore.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.Create(ctx, segment.KeyInfo{Key: "o", Step: 100}); err != nil {
-		t.Fatal(err)
-	}
-	a, err := segment.New(store, segment.Options{
-		Step:        segment.StepPolicy{Fixed: true},
-		LoadTimeout: 2 * time.Second,
-		RetryMin:    20 * time.Millisecond,
-		RetryMax:    200 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	seen := map[int64]bool{}
-	take := func() (int64, error) {
-		id, err := a.Next(ctx, "o")
-		if err == nil {
-			if seen[id] {
-				t.Fatalf("ID %d repeated", id)
-			}
-			seen[id] = true
-		}
-		return id, err
-	}
-	for range 50 {
-		if _, err := take(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool { return a.Stats()[0].NextReady })
-	srv.Stop(t)
-	// 50 left in the current segment, 100 in the next: all still served.
-	for i := range 150 {
-		if _, err := take(); err != nil {
-			t.Fatalf("buffered ID %d failed during the outage: %v", i, err)
-		}
-	}
-	// Past the buffers: a clear, prompt error, within the caller's deadline.
-	var failed error
-	for range 20 {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		t0 := time.Now()
-		_, err := a.Next(dctx, "o")
-		cancel()
-		if err == nil {
-			t.Fatal("Next succeeded with the store down and the buffers used up")
-		}
-		if d := time.Since(t0); d > 5*time.Second+500*time.Millisecond {
-			t.Fatalf("Next took %v, past the caller's 5 s deadline", d)
-		}
-		if errors.Is(err, segment.ErrUnavailable) {
-			failed = err
-			break
-		}
-	}
-	if failed == nil {
-		t.Fatal("no ErrUnavailable while the store was down")
-	}
-	t.Logf("error during the outage: %v", failed)
-	srv.Restart(t)
-	testserver.Eventually(t, "the store to answer", 30*time.Second, func() bool {
-		_, err := take()
-		return err == nil
-	})
-	for range 300 {
-		if _, err := take(); err != nil {
-			t.Fatalf("after recovery: %v", err)
-		}
-	}
-	if st := a.Stats()[0]; st.LoadErrors == 0 || st.Loads < 4 {
-		t.Fatalf("stats after the outage = %+v", st)
-	}
+	segmenttest.Outage(t, store, func() { srv.Stop(t) }, func() { srv.Restart(t) })
 }
 
 func TestOpenBadURL(t *testing.T) {
