@@ -30,10 +30,22 @@ fi
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "test.sh: gofmt would change: $unformatted" >&2; exit 1; fi
+# go.mod and go.sum must be what `go mod tidy` makes of the imports, in this
+# module and in bench/ (its own module), so a dependency is never marked
+# wrongly nor left behind.
+for mod in . bench; do
+	[ -f "$mod/go.mod" ] || continue
+	if ! tidy=$(cd "$mod" && go mod tidy -diff); then
+		echo "test.sh: go.mod/go.sum in $mod are not tidy; run (cd $mod && go mod tidy):" >&2
+		echo "$tidy" >&2
+		exit 1
+	fi
+done
 go vet ./...
 go test -race -count=1 -timeout 20m "$@" ./...
 if [ -f bench/go.mod ]; then
-	# The peer-comparison module: build it and run each benchmark once, so it
-	# cannot rot unnoticed.
-	(cd bench && go vet ./... && go test -count=1 -run '^$' -bench . -benchtime 1x ./...)
+	# The peer-comparison module: its tests (uniqueness and format agreement
+	# with the peers), then each benchmark once, so it cannot rot unnoticed.
+	(cd bench && go vet ./... && go test -race -count=1 -timeout 10m ./... &&
+		go test -count=1 -run '^$' -bench . -benchtime 1x ./...)
 fi
