@@ -103,7 +103,37 @@ var builtins = []Layout{
 		TimeBits: 41, Unit: time.Millisecond, Epoch: time.UnixMilli(1420070400000).UTC(),
 		Fields: []Field{{"worker", 5}, {"process", 5}, {Seq, 12}},
 	}),
+	// JavaScript-safe: every ID until End is at most 2^53 - 1
+	// (Number.MAX_SAFE_INTEGER, ECMA-262 §21.1.2.6), so a browser's
+	// JSON.parse keeps it exact. 53 bits cannot hold Twitter's 41 ms bits
+	// plus 22 more, so something gives:
+	//
+	//   - 1 ms ticks would leave 41+12: with 41 time bits (69.7 years) only
+	//     12 bits stay for worker and sequence (16 workers x 256 IDs/ms).
+	//   - 1 s ticks (CosId's SafeJavaScriptSnowflakeId.ofSecond, Baidu's
+	//     uid-generator) issue a second's quota in a burst and then stall
+	//     up to a second: bad latency, and that is how Baidu's 28-bit
+	//     seconds ran out.
+	//   - 10 ms ticks (Sonyflake's unit) balance the two: 38 bits of 10 ms
+	//     last 2^38 x 10 ms = 2,748,779,069.44 s = 87.1 years, and the other
+	//     15 bits give 64 workers (6 bits) x 512 IDs per tick (9 bits) =
+	//     51,200 IDs/s per worker, 3,276,800 IDs/s across 64 workers.
+	//
+	// Epoch 2025-01-01T00:00:00Z, so the layout ends on
+	// 2112-02-09T13:44:29.44Z. 38+6+9 = 53 bits: the largest ID is
+	// 2^53 - 1 itself (TestJSSafeLayout checks both).
+	mustLayout(LayoutSpec{
+		Name: "jssafe", Note: "JavaScript-safe: 53 bits (<= Number.MAX_SAFE_INTEGER until its end): 38 bits of 10 ms from 2025-01-01 (87 years), 6-bit worker, 9-bit sequence (51,200 IDs/s per worker)",
+		TimeBits: 38, Unit: 10 * time.Millisecond, Epoch: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
+		Fields: []Field{{"worker", 6}, {Seq, 9}},
+	}),
 }
+
+// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, 2^53 - 1
+// (ECMA-262 §21.1.2.6): the largest integer a JavaScript number (an IEEE 754
+// double) and so JSON.parse in a browser hold exactly. Layouts at most 53
+// bits wide, such as "jssafe", never exceed it.
+const MaxSafeInteger = 1<<53 - 1
 
 // aliases maps other common names to built-in layout names.
 var aliases = map[string]string{
@@ -111,6 +141,8 @@ var aliases = map[string]string{
 	"snowflake":     "twitter",
 	"x":             "twitter",
 	"sony":          "sonyflake",
+	"js-safe":       "jssafe",
+	"javascript":    "jssafe",
 }
 
 func mustLayout(s LayoutSpec) Layout {

@@ -234,6 +234,11 @@ func (l Layout) Epoch() time.Time { return l.epoch }
 // Bits returns the total width of the layout (at most 63).
 func (l Layout) Bits() int { return int(l.total) }
 
+// JSSafe reports whether every ID of l is at most MaxSafeInteger (2^53 - 1),
+// so JavaScript numbers and JSON.parse in a browser keep it exact: true when
+// the layout is at most 53 bits wide.
+func (l Layout) JSSafe() bool { return !l.IsZero() && l.total <= 53 }
+
 // SeqBits returns the width of the sequence field.
 func (l Layout) SeqBits() int { return int(l.seqBits) }
 
