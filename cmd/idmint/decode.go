@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(command{name: "decode", summary: "show the parts of an ID: idmint decode <id> [--layout NAME|SPEC] [--json]", run: runDecode})
+	register(command{name: "decode", summary: "show the parts of an ID (decimal, friendly TIME-NODE-SEQ or text): idmint decode <id> [--layout NAME|SPEC] [--json]", run: runDecode})
 }
 
 // decoded is what decode prints: the format and its named parts, in order.
@@ -34,7 +34,9 @@ func (d decoded) MarshalJSON() ([]byte, error) {
 }
 
 func runDecode(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "decode", "<id>... [--layout NAME|SPEC] [--format NAME] [--json]")
+	fs := newFlags(e, "decode", "<id>... [--layout NAME|SPEC] [--format NAME] [--json]\n\n"+
+		"A snowflake ID is decimal or its friendly form YYYYMMDDhhmmssSSS-<node fields>-<seq> (UTC),\n"+
+		"e.g. 20261201095959123-1-3-17 for twitter; both read with --layout (default twitter).")
 	layoutText := fs.String("layout", "", "snowflake layout decimal IDs were issued with (see `idmint layouts`; default twitter)")
 	format := fs.String("format", "", "the ID's format when it cannot be told by its shape: snowflake, "+strings.Join(idformat.Formats(), ", "))
 	asJSON := fs.Bool("json", false, "print one JSON object per ID")
@@ -59,6 +61,8 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 	for _, text := range ids {
 		var d decoded
 		switch {
+		case (*format == "" || *format == "snowflake") && snowflake.IsFriendly(strings.TrimSpace(text)):
+			d, err = decodeFriendly(layout, text)
 		case *format == "snowflake" || *layoutText != "" || (*format == "" && isDecimal(text)):
 			d, err = decodeSnowflake(layout, text)
 		case *format != "":
@@ -122,5 +126,23 @@ func decodeSnowflake(l snowflake.Layout, text string) (decoded, error) {
 		d.Parts = append(d.Parts, kvPart{f.Name, strconv.FormatInt(p.Node[f.Name], 10)})
 	}
 	d.Parts = append(d.Parts, kvPart{"sequence", strconv.FormatInt(p.Sequence, 10)})
+	if f, err := snowflake.FormatFriendly(l, id); err == nil {
+		d.Parts = append(d.Parts, kvPart{"friendly", f})
+	}
+	js := "yes"
+	if id > snowflake.MaxSafeInteger {
+		js = "no (above 2^53-1: send it to JavaScript as a string)"
+	}
+	d.Parts = append(d.Parts, kvPart{"js_safe", js})
 	return d, nil
+}
+
+// decodeFriendly reads the friendly form (snowflake.FormatFriendly) back
+// into its ID and decodes that.
+func decodeFriendly(l snowflake.Layout, text string) (decoded, error) {
+	id, err := snowflake.ParseFriendly(l, strings.TrimSpace(text))
+	if err != nil {
+		return decoded{}, usagef("argument id: %v", err)
+	}
+	return decodeSnowflake(l, strconv.FormatInt(id, 10))
 }

@@ -21,7 +21,7 @@ func runLayouts(ctx context.Context, e *env, args []string) error {
 	}
 	now := time.Now()
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tBITS (time/node/seq)\tUNIT\tIDS/S PER NODE\tEPOCH\tENDS\tLEFT")
+	fmt.Fprintln(w, "NAME\tBITS (time/node/seq)\tUNIT\tIDS/S PER NODE\tEPOCH\tENDS\tLEFT\tJS-SAFE")
 	for _, l := range snowflake.Layouts() {
 		node := 0
 		for _, f := range l.NodeFields() {
@@ -31,8 +31,12 @@ func runLayouts(ctx context.Context, e *env, args []string) error {
 		if r := l.Remaining(now); r > 0 {
 			left = fmt.Sprintf("%.0f years", r.Hours()/24/365.25)
 		}
-		fmt.Fprintf(w, "%s\t%d/%d/%d\t%v\t%.0f\t%s\t%s\t%s\n", l.Name(), l.TimeBits(), node, l.SeqBits(),
-			l.Unit(), l.CapacityPerSecond(), l.Epoch().UTC().Format("2006-01-02"), l.End().UTC().Format("2006-01-02"), left)
+		js := "no"
+		if l.JSSafe() {
+			js = "yes" // every ID <= 2^53-1: exact as a JavaScript number
+		}
+		fmt.Fprintf(w, "%s\t%d/%d/%d\t%v\t%.0f\t%s\t%s\t%s\t%s\n", l.Name(), l.TimeBits(), node, l.SeqBits(),
+			l.Unit(), l.CapacityPerSecond(), l.Epoch().UTC().Format("2006-01-02"), l.End().UTC().Format("2006-01-02"), left, js)
 		if *spec {
 			fmt.Fprintf(w, "\t%s\n", l.String())
 		}
