@@ -1,0 +1,224 @@
+// Package tcpproxy is a loopback TCP proxy for tests. It forwards every
+// connection it accepts to one target and can stage network faults between
+// a client and a real server: Cut resets every connection, Blackhole lets
+// nothing through while keeping connections open, and Heal ends either.
+//
+// A test points its client at Proxy.Addr instead of the server:
+//
+//	p, err := tcpproxy.Listen("127.0.0.1:2181")
+//	...
+//	defer p.Close()
+//	conn := connect(p.Addr())
+//	p.Cut()  // the client loses its connection and cannot get another
+//	p.Heal() // it can again
+package tcpproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// state is what the proxy does with traffic.
+type state int
+
+const (
+	open      state = iota // forward
+	cut                    // reset every connection at once
+	blackhole              // keep connections, pass nothing
+)
+
+// DialTimeout bounds connecting to the target for each accepted connection;
+// when it fails, the accepted connection is closed.
+const DialTimeout = 5 * time.Second
+
+// Proxy forwards TCP connections from a loopback address to a target. Its
+// methods are safe for concurrent use.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	mu     sync.Mutex
+	state  state
+	conns  map[net.Conn]struct{} // every open connection, both sides
+	closed bool
+
+	wg sync.WaitGroup
+}
+
+// Listen starts a proxy on 127.0.0.1 on a free port forwarding to target
+// (host:port). The target need not be up yet: each accepted connection
+// dials it afresh.
+func Listen(target string) (*Proxy, error) {
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		return nil, errors.New("tcpproxy: target " + target + " is not host:port: " + err.Error())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the address clients connect to ("127.0.0.1:port").
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Target returns the address connections are forwarded to.
+func (p *Proxy) Target() string { return p.target }
+
+// Cut closes every connection through the proxy (with a TCP reset where
+// the platform allows) and, until Heal, resets each new connection as soon
+// as it is accepted: the client sees its connection drop and every
+// reconnection fail at once.
+func (p *Proxy) Cut() { p.set(cut) }
+
+// Blackhole stops all traffic without closing anything: bytes sent either
+// way are read and discarded, and new connections are accepted but never
+// answered. Heal resets the connections that lived through the blackhole,
+// as a middlebox that lost their state would, so clients reconnect.
+func (p *Proxy) Blackhole() { p.set(blackhole) }
+
+// Heal ends a Cut or a Blackhole: new connections are forwarded again.
+// Connections open during a Blackhole are reset.
+func (p *Proxy) Heal() { p.set(open) }
+
+// Conns returns how many client connections are open through the proxy.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
+func (p *Proxy) set(s state) {
+	p.mu.Lock()
+	prev := p.state
+	p.state = s
+	var drop []net.Conn
+	if s == cut || (s == open && prev == blackhole) {
+		for c := range p.conns {
+			drop = append(drop, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range drop {
+		reset(c)
+	}
+}
+
+// Close stops the proxy, closes every connection and waits for its
+// goroutines to end.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	var drop []net.Conn
+	for c := range p.conns {
+		drop = append(drop, c)
+	}
+	p.mu.Unlock()
+	err := p.ln.Close()
+	for _, c := range drop {
+		reset(c)
+	}
+	p.wg.Wait()
+	return err
+}
+
+// reset closes c, with RST instead of FIN for TCP connections.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// track adds c to the open connections; false when c must be closed now.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.state == cut {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) passing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state == open
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	if !p.track(client) {
+		reset(client)
+		return
+	}
+	defer p.untrack(client)
+	if !p.passing() {
+		// Accepted during a blackhole: swallow what the client sends
+		// until Heal or Cut resets the connection.
+		_, _ = io.Copy(io.Discard, client)
+		reset(client)
+		return
+	}
+	server, err := net.DialTimeout("tcp", p.target, DialTimeout)
+	if err != nil {
+		reset(client)
+		return
+	}
+	if !p.track(server) {
+		reset(server)
+		reset(client)
+		return
+	}
+	defer p.untrack(server)
+	done := make(chan struct{}, 2)
+	go func() { p.pipe(server, client); done <- struct{}{} }()
+	go func() { p.pipe(client, server); done <- struct{}{} }()
+	<-done
+	// One direction ended: end the other, so neither side waits forever.
+	reset(client)
+	reset(server)
+	<-done
+}
+
+// pipe copies from src to dst while the proxy is open, discarding what it
+// reads during a blackhole.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && p.passing() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
