@@ -8,11 +8,15 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 )
 
 // MigrationsTable is the table Migrate records applied migrations in, one
 // row per migration name.
 const MigrationsTable = "idmint_migrations"
+
+// MigrateTimeout bounds a Migrate whose context sets no deadline.
+const MigrateTimeout = time.Minute
 
 // Migrate applies, in name order, the migrations in directory dir of fsys
 // that the database has not recorded yet, and records each one. It is
@@ -34,6 +38,13 @@ func Migrate(ctx context.Context, db *DB, fsys fs.FS, dir string) error {
 	files, err := migrationFiles(fsys, dir, db.Dialect)
 	if err != nil {
 		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// Waiting for another process's migration (the advisory lock) may
+		// take longer than one store call, but never forever.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, MigrateTimeout)
+		defer cancel()
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {

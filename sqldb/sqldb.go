@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,10 +30,41 @@ type DB struct {
 	// URL is the URL the database was opened with, password removed; fit
 	// for logs and error messages.
 	URL string
+	// Timeout bounds every call made under Bound: the stores give each of
+	// their statements (or transactions) at most this long when the
+	// caller's context sets no earlier deadline. Open sets DefaultTimeout;
+	// 0 or less means no bound.
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds connecting in Open and, through DB.Bound, each
+// store call, whenever the caller's context sets no earlier deadline: a
+// server that accepts connections but never answers (paused, wedged, or
+// another service on the database's port) costs an error after 5 s, never
+// a hang. It matches the dial and call timeouts of idmint's Redis, etcd and
+// ZooKeeper clients.
+const DefaultTimeout = 5 * time.Second
+
+// Bound returns ctx limited to db.Timeout, unless ctx already ends sooner
+// or Timeout is not positive. Call cancel once the call (and any rows it
+// returned) is done.
+func (db *DB) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if db.Timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= db.Timeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, db.Timeout)
 }
 
 // Open parses rawURL, opens the database it names and checks that it
-// answers within ctx. It does not create tables; see Migrate.
+// answers within ctx, or within DefaultTimeout when ctx sets no earlier
+// deadline. It does not create tables; see Migrate.
+//
+// Connections are bounded too: PostgreSQL URLs get connect_timeout=5 and
+// MySQL ones timeout=5s unless they set their own, so a connection opened
+// later by the pool cannot hang either. The DB's Timeout is DefaultTimeout.
 //
 // SQLite databases are opened in WAL mode with synchronous=FULL (a committed
 // transaction survives power loss: segment and worker rows must never go
@@ -57,11 +89,17 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 		sdb.SetMaxIdleConns(4)
 		sdb.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	if err := sdb.PingContext(ctx); err != nil {
+	db := &DB{DB: sdb, Dialect: d, URL: shown, Timeout: DefaultTimeout}
+	pctx, cancel := db.Bound(ctx)
+	defer cancel()
+	if err := sdb.PingContext(pctx); err != nil {
 		sdb.Close()
+		if ctx.Err() == nil && pctx.Err() != nil {
+			return nil, fmt.Errorf("sqldb: connect %s: no answer within %v (is a database server listening there, and is it running?): %w", shown, db.Timeout, err)
+		}
 		return nil, fmt.Errorf("sqldb: connect %s: %w", shown, err)
 	}
-	return &DB{DB: sdb, Dialect: d, URL: shown}, nil
+	return db, nil
 }
 
 // Redact returns rawURL with any password replaced by "xxxxx", for logs.
@@ -134,6 +172,14 @@ func parse(raw string) (driver, dsn string, d Dialect, shown string, err error) 
 		if strings.Trim(u.Path, "/") == "" {
 			return "", "", 0, "", fmt.Errorf("%w: postgres url %q: database name (path) is empty", ErrURL, shown)
 		}
+		if u.Query().Get("connect_timeout") == "" {
+			// pgconn applies it to the whole connection set-up: dial, TLS
+			// and start-up (pgconn.Config.ConnectTimeout).
+			q := u.Query()
+			q.Set("connect_timeout", strconv.Itoa(int(DefaultTimeout/time.Second)))
+			u.RawQuery = q.Encode()
+			raw = u.String()
+		}
 		return "pgx", raw, Postgres, shown, nil
 	case "mysql", "mariadb":
 		c := mysql.NewConfig()
@@ -172,12 +218,16 @@ func parse(raw string) (driver, dsn string, d Dialect, shown string, err error) 
 	}
 }
 
-// mysqlDSN sets the options idmint relies on: parseTime (update_time scans
+// mysqlDSN sets the options idmint relies on: a dial timeout (when the
+// URL sets none), parseTime (update_time scans
 // into time.Time), UTC, and client-side interpolation of parameters (one
 // round trip per statement instead of prepare, execute and close; safe
 // with the utf8mb4 default, refused by the driver for the few multibyte
 // charsets where it is not), then formats the DSN.
 func mysqlDSN(c *mysql.Config) string {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout // dial timeout; the handshake honours the context
+	}
 	c.ParseTime = true
 	c.InterpolateParams = true
 	if c.Loc == nil {

@@ -45,7 +45,8 @@ func Migrate(ctx context.Context, db *sqldb.DB) error {
 }
 
 // Store is a segment.Store on a SQL database. Safe for concurrent use by
-// many goroutines and processes.
+// many goroutines and processes. Each call is bounded by the database's
+// Timeout (sqldb.DB.Bound) when its context sets no earlier deadline.
 type Store struct {
 	db   *sqldb.DB
 	owns bool
@@ -104,6 +105,8 @@ func (s *Store) Allocate(ctx context.Context, key string, step int64) (segment.S
 	if err := segment.ValidateAllocate(key, step); err != nil {
 		return segment.Segment{}, err
 	}
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
 	if s.db.Dialect == sqldb.MySQL {
 		return s.allocateTx(ctx, key, step)
 	}
@@ -191,6 +194,8 @@ func (s *Store) Create(ctx context.Context, k segment.KeyInfo) error {
 	if k.Description != "" {
 		desc = k.Description
 	}
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
 	_, err = s.db.ExecContext(ctx, s.db.Dialect.Rebind(
 		"INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)"),
 		k.Key, k.MaxID, k.Step, desc)
@@ -222,6 +227,8 @@ func (s *Store) Get(ctx context.Context, key string) (segment.KeyInfo, error) {
 	if err := segment.ValidateKey(key); err != nil {
 		return segment.KeyInfo{}, err
 	}
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
 	k, err := scanInfo(s.db.QueryRowContext(ctx, s.selectRow, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, fmt.Errorf("%w: %q", segment.ErrUnknownKey, key)
@@ -234,6 +241,8 @@ func (s *Store) Get(ctx context.Context, key string) (segment.KeyInfo, error) {
 
 // List reads every row, ordered by biz_tag.
 func (s *Store) List(ctx context.Context) ([]segment.KeyInfo, error) {
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
 	rows, err := s.db.QueryContext(ctx, "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag")
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: list: %w", err)
@@ -261,6 +270,8 @@ func (s *Store) SetStep(ctx context.Context, key string, step int64) error {
 	if err := segment.ValidateStep(step); err != nil {
 		return fmt.Errorf("key %q: %w", key, err)
 	}
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
 	res, err := s.db.ExecContext(ctx, s.db.Dialect.Rebind("UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?"), step, key)
 	return s.affected(ctx, "set step of", key, res, err)
 }
@@ -270,6 +281,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := segment.ValidateKey(key); err != nil {
 		return err
 	}
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
 	res, err := s.db.ExecContext(ctx, s.db.Dialect.Rebind("DELETE FROM leaf_alloc WHERE biz_tag = ?"), key)
 	return s.affected(ctx, "delete", key, res, err)
 }
