@@ -9,10 +9,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/strategies"
+	"github.com/idmint/idmint/sqldb"
 )
 
 func init() {
@@ -76,6 +78,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	logStores(log, cfg)
 	srv, err := server.New(ctx, server.Options{Config: cfg, Registry: reg, Logger: log,
 		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")}})
 	if err != nil {
@@ -100,8 +108,48 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("listen on %s: %w", o.addr, err)
 		}
 	}
+	warnHostLocal(log, cfg, ls)
 	printBanner(e.stdout, cfg, srv, ls)
 	return srv.Serve(ctx, ls)
+}
+
+// logStores says which stores and coordinator the server opens, before it
+// opens them (passwords redacted): a store that does not answer fails
+// start-up after sqldb.DefaultTimeout, and the log shows which one it was.
+func logStores(log *slog.Logger, cfg *server.Config) {
+	names := make([]string, 0, len(cfg.Stores))
+	for n := range cfg.Stores {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		log.Info("store", "name", n, "url", sqldb.Redact(cfg.Stores[n]))
+	}
+	log.Info("worker-ID coordinator", "url", sqldb.Redact(cfg.Coordinator))
+}
+
+// warnHostLocal warns when the zero-config file:// coordinator serves a
+// non-loopback address: its worker ID is unique on this host only, so a
+// second host serving the same keys with its own file would issue the same
+// snowflake IDs.
+func warnHostLocal(log *slog.Logger, cfg *server.Config, ls server.Listeners) {
+	if !strings.HasPrefix(strings.ToLower(cfg.Coordinator), "file://") {
+		return
+	}
+	for _, ln := range []net.Listener{ls.HTTP, ls.GRPC} {
+		if ln == nil {
+			continue
+		}
+		if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+			continue
+		}
+		log.Warn("the file:// coordinator's worker ID is unique on this host only; "+
+			"when more than one host serves these keys, give every host one shared coordinator "+
+			"(--coordinator etcd://..., zk://..., or a SQL database: postgres://..., mysql://...), "+
+			"or two hosts may issue the same snowflake IDs",
+			"coordinator", cfg.Coordinator, "listen", ln.Addr().String())
+		return
+	}
 }
 
 // loadServeConfig reads the config file (if any), applies the environment,
