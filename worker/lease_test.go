@@ -23,16 +23,35 @@ type fakeBackend struct {
 	stores   []time.Time
 	storeErr error
 	released bool
+	releases int
+	// kaHook, when set, runs inside keepalive (unlocked), before it
+	// answers: a keepalive that takes time.
+	kaHook func(ctx context.Context)
+	// storeBlock, when set, makes store wait for ctx.
+	storeBlock bool
 }
 
-func (b *fakeBackend) keepalive(context.Context) error {
+func (b *fakeBackend) keepalive(ctx context.Context) error {
+	b.mu.Lock()
+	hook := b.kaHook
+	b.mu.Unlock()
+	if hook != nil {
+		hook(ctx)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.kaCalls++
 	return b.kaErr
 }
 
-func (b *fakeBackend) store(_ context.Context, until time.Time) (time.Time, error) {
+func (b *fakeBackend) store(ctx context.Context, until time.Time) (time.Time, error) {
+	b.mu.Lock()
+	block := b.storeBlock
+	b.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return time.Time{}, ctx.Err()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.storeErr != nil {
@@ -50,6 +69,7 @@ func (b *fakeBackend) release(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.released = true
+	b.releases++
 	return nil
 }
 
@@ -59,17 +79,26 @@ func (b *fakeBackend) set(f func(b *fakeBackend)) {
 	f(b)
 }
 
-func fakeLease(t *testing.T) (*Lease, *fakeBackend, *clock.Fake) {
+func fakeLease(t *testing.T, opts ...Option) (*Lease, *fakeBackend, *clock.Fake) {
+	t.Helper()
+	return fakeLeaseOn(t, &fakeBackend{}, opts...)
+}
+
+func fakeLeaseOn(t *testing.T, b backend, opts ...Option) (*Lease, *fakeBackend, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	s, err := newSettings([]Option{WithClock(clk), WithTTL(3 * time.Second), WithMargin(600 * time.Millisecond), WithLogger(slog.New(slog.DiscardHandler))})
+	opts = append([]Option{WithClock(clk), WithTTL(3 * time.Second), WithMargin(600 * time.Millisecond), WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	s, err := newSettings(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &fakeBackend{}
 	l := newLease(s, 7, 42, t0.Add(-time.Second), b, clk.Mono(), true)
 	t.Cleanup(func() { l.Close() })
-	return l, b, clk
+	fb, _ := b.(*fakeBackend)
+	if c, ok := b.(*confirmingBackend); ok {
+		fb = c.fakeBackend
+	}
+	return l, fb, clk
 }
 
 // tick advances the fake clock by one keepalive period and waits until the
