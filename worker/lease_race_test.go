@@ -142,7 +142,7 @@ func TestLeaseLossRacesKeepalive(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go func() { defer wg.Done(); close(answer) }() // the keepalive answers OK ...
+		go func() { defer wg.Done(); close(answer) }()                                 // the keepalive answers OK ...
 		if _, err := l.Extend(ctx, t0.Add(time.Hour)); !errors.Is(err, ErrLeaseLost) { // ... as the loss is learned
 			t.Fatalf("round %d: Extend = %v, want ErrLeaseLost", round, err)
 		}
