@@ -108,12 +108,12 @@ func (s *Server) fill(ctx context.Context, k *key, n int) (*v1.NextIDsResponse, 
 	if k.ints != nil {
 		resp.Ids = make([]int64, n)
 		if err := k.ints.NextInt64s(ctx, resp.Ids); err != nil {
-			return nil, statusOf(ctx, issuerError(err, k.name))
+			return nil, statusOf(ctx, s.issuerRefused(k, err))
 		}
 	} else {
 		resp.TextIds = make([]string, n)
 		if err := k.strs.NextStrings(ctx, resp.TextIds); err != nil {
-			return nil, statusOf(ctx, issuerError(err, k.name))
+			return nil, statusOf(ctx, s.issuerRefused(k, err))
 		}
 	}
 	k.issued.Add(float64(n))
@@ -177,7 +177,7 @@ func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *
 	}
 	first, got, err := k.ranger.NextRange(ctx, int64(n))
 	if err != nil {
-		return nil, statusOf(ctx, issuerError(err, k.name))
+		return nil, statusOf(ctx, s.issuerRefused(k, err))
 	}
 	k.issued.Add(float64(got))
 	return &v1.NextRangeResponse{Key: k.name, First: first, Count: got}, nil

@@ -196,10 +196,7 @@ var (
 )
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *key, err error) int {
-	e := issuerError(err, k.name)
-	if e.status >= 500 {
-		s.log.Warn("issuer refused", "key", k.name, "strategy", k.cfg.Strategy, "err", err)
-	}
+	e := s.issuerRefused(k, err)
 	s.writeError(w, e)
 	return e.status
 }

@@ -94,7 +94,7 @@ func (s *Server) serveLeaf(w http.ResponseWriter, r *http.Request, name string, 
 	err := k.ints.NextInt64s(r.Context(), buf[:])
 	k.mu.RUnlock()
 	if err != nil {
-		s.log.Warn("issuer refused", "key", k.name, "strategy", k.cfg.Strategy, "err", err)
+		s.logRefusal(k, err)
 		code := int64(leafNoSegments)
 		if snowflake {
 			code = leafInitFalse

@@ -69,6 +69,7 @@ type key struct {
 	tokens     []tokenHash
 	limiter    *limiter
 	issued     prometheus.Counter
+	refusals   refusalLog
 
 	// mu is held shared by every request using the issuer and exclusively
 	// by deletion, so an issuer is closed only after its last request.
