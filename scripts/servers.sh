@@ -9,15 +9,25 @@
 #   servers.sh start KIND DIR PORT [ARG...]  init DIR if new, start, wait ready
 #   servers.sh stop DIR                  graceful stop, waits for the exit
 #   servers.sh kill DIR                  SIGKILL, waits for the exit
+#   servers.sh pause DIR                 SIGSTOP, waits until every thread stopped
+#   servers.sh resume DIR                SIGCONT, waits until it runs again
 #   servers.sh pid DIR                   print the server's pid
 #   servers.sh up BASE                   start every kind on the shared ports,
 #                                        print `export IDMINT_TEST_...` lines
 #   servers.sh down BASE                 stop everything `up` started
 #
 # KIND is one of: postgres mariadb redis etcd zookeeper.
+#
+# Nothing here waits without a bound: every readiness probe runs under its own
+# timeout (PROBE_TIMEOUT seconds) and start gives up after START_TIMEOUT
+# seconds (env IDMINT_SERVER_START_TIMEOUT), printing the log's tail and
+# killing what it launched. DIR/server.pid names the server process itself
+# from the moment it is launched, so stop and kill work on a half-started one.
 set -euo pipefail
 
 KINDS="postgres mariadb redis etcd zookeeper"
+PROBE_TIMEOUT=2
+START_TIMEOUT=${IDMINT_SERVER_START_TIMEOUT:-60}
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 
 die() { echo "servers.sh: $*" >&2; exit 1; }
@@ -66,25 +76,52 @@ install() {
 }
 
 # Postgres refuses to run as root: as root we run it as the postgres user,
-# which needs to reach DIR through its (often 0700) parents.
+# which needs to reach DIR through its (often 0700) parents. setpriv execs
+# postgres in its own place; runuser would not do: it forks, waits, and stops
+# itself whenever its child stops (util-linux su-common.c, the WIFSTOPPED
+# branch of its wait loop), so until start-up ended the pid file named
+# runuser, and every pause of the server left a stopped runuser behind.
 pg_user_prefix() {
 	if [ "$(id -u)" = 0 ]; then
 		id postgres >/dev/null 2>&1 || useradd --system --home /nonexistent postgres
 		local d=$1
 		while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
 		chown -R postgres "$1"
-		echo "runuser -u postgres --"
+		echo "setpriv --reuid=$(id -u postgres) --regid=$(id -g postgres) --init-groups --"
 	fi
 }
 
+# probe runs one readiness check under its own timeout: a server that
+# accepts the connection but never answers nor closes it (ZooKeeper does
+# that when a four-letter word arrives while it is still starting: an
+# exception on the connection, and the socket stays open) costs one
+# PROBE_TIMEOUT, not the whole run.
+probe() { timeout -k 1 "$PROBE_TIMEOUT" "$@" >/dev/null 2>&1; }
+
 ready() { # KIND DIR PORT
 	case "$1" in
-	postgres) "$(pgbin)/pg_isready" -q -h 127.0.0.1 -p "$3" ;;
-	mariadb) mariadb-admin --no-defaults -h127.0.0.1 -P"$3" -uroot --connect-timeout=1 ping >/dev/null 2>&1 ;;
-	redis) [ "$(redis-cli -h 127.0.0.1 -p "$3" ping 2>/dev/null)" = PONG ] ;;
-	etcd) (exec 3<>"/dev/tcp/127.0.0.1/$3" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3) 2>/dev/null ;;
-	zookeeper) (exec 3<>"/dev/tcp/127.0.0.1/$3" && printf 'ruok' >&3 && grep -q imok <&3) 2>/dev/null ;;
+	postgres) probe "$(pgbin)/pg_isready" -q -t "$PROBE_TIMEOUT" -h 127.0.0.1 -p "$3" ;;
+	mariadb) probe mariadb-admin --no-defaults -h127.0.0.1 -P"$3" -uroot --connect-timeout=1 ping ;;
+	redis) probe bash -c '[ "$(redis-cli -h 127.0.0.1 -p "$1" ping)" = PONG ]' _ "$3" ;;
+	etcd) probe bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET /health HTTP/1.0\r\n\r\n" >&3 && grep -q "\"health\":\"true\"" <&3' _ "$3" ;;
+	zookeeper) probe bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && grep -q imok <&3' _ "$3" ;;
 	esac
+}
+
+# tree PID prints PID and all its descendants, parents first.
+tree() {
+	local p
+	echo "$1"
+	for p in $(pgrep -P "$1" 2>/dev/null); do tree "$p"; done
+}
+
+# targets DIR prints the pids a signal to the server must reach: PostgreSQL
+# serves each connection from a child process of its own, so pausing only
+# the postmaster would leave open connections answering.
+targets() {
+	local pid
+	pid=$(cat "$1/server.pid")
+	if [ "$(cat "$1/kind" 2>/dev/null)" = postgres ]; then tree "$pid"; else echo "$pid"; fi
 }
 
 alive() { [ -f "$1/server.pid" ] && kill -0 "$(cat "$1/server.pid")" 2>/dev/null; }
@@ -158,22 +195,35 @@ CFG
 		;;
 	*) die "unknown kind '$kind' (want one of: $KINDS)" ;;
 	esac
+	# A background job of a non-interactive shell is no process-group
+	# leader, so setsid execs in place (no fork): $! is the server itself,
+	# and setpriv execs too. The pid file holds it before the first probe.
 	pid=$!
+	disown "$pid" 2>/dev/null || true # no "Killed" job notices from this shell
 	echo "$pid" >"$dir/server.pid"
-	local i
-	for i in $(seq 1 600); do
+	local deadline=$((SECONDS + START_TIMEOUT)) tries=0
+	# Bounded twice: by the deadline, and by a number of tries (each at
+	# most PROBE_TIMEOUT+1 s) should SECONDS misbehave.
+	while [ "$SECONDS" -lt "$deadline" ] && [ "$tries" -lt $((START_TIMEOUT * 10)) ]; do
+		tries=$((tries + 1))
 		if ready "$kind" "$dir" "$port"; then
-			if [ "$kind" = postgres ]; then head -n 1 "$dir/data/postmaster.pid" >"$dir/server.pid"; fi
+			case "$kind" in
+			postgres) head -n 1 "$dir/data/postmaster.pid" >"$dir/server.pid" ;;
+			mariadb) [ -s "$dir/mysqld.pid" ] && cp "$dir/mysqld.pid" "$dir/server.pid" ;;
+			esac
+			[ "$(cat "$dir/server.pid")" = "$pid" ] || echo "servers.sh: $kind pid file says $(cat "$dir/server.pid"), launched $pid" >&2
 			return 0
 		fi
 		if ! kill -0 "$pid" 2>/dev/null; then
 			tail -n 30 "$log" >&2
+			rm -f "$dir/server.pid"
 			die "$kind exited during start-up (log: $log)"
 		fi
 		sleep 0.1
 	done
 	tail -n 30 "$log" >&2
-	die "$kind on port $port not ready after 60 s (log: $log)"
+	killit "$dir" || true
+	die "$kind on port $port not ready after ${START_TIMEOUT} s ($tries probes); killed it (log: $log)"
 }
 
 wait_gone() { # PID SECONDS
@@ -186,25 +236,70 @@ stop() {
 	local dir=$1 pid
 	[ -f "$dir/server.pid" ] || return 0
 	pid=$(cat "$dir/server.pid")
-	kill -CONT "$pid" 2>/dev/null || true
+	kill -CONT $(targets "$dir") 2>/dev/null || true
 	if [ "$(cat "$dir/kind" 2>/dev/null)" = postgres ]; then kill -INT "$pid" 2>/dev/null || true; else kill -TERM "$pid" 2>/dev/null || true; fi
 	wait_gone "$pid" 30 || { kill -KILL "$pid" 2>/dev/null || true; wait_gone "$pid" 10 || true; }
 	rm -f "$dir/server.pid"
 }
 
 killit() {
-	local dir=$1 pid
+	local dir=$1 pid all
 	[ -f "$dir/server.pid" ] || return 0
 	pid=$(cat "$dir/server.pid")
+	all=$(targets "$dir")
 	kill -KILL "$pid" 2>/dev/null || true
+	# Backends paused with the postmaster would never see it die.
+	kill -CONT $all 2>/dev/null || true
 	wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
 	if [ "$(cat "$dir/kind" 2>/dev/null)" = postgres ]; then
 		# Backends notice their postmaster's death and exit; wait for them so a
 		# restart finds the port and shared memory free.
-		local i
-		for i in $(seq 1 100); do pgrep -f -- "-D $dir/data" >/dev/null || break; sleep 0.1; done
+		local p
+		for p in $all; do wait_gone "$p" 10 || true; done
 	fi
 	rm -f "$dir/server.pid"
+}
+
+# state PID prints the scheduler states of all PID's threads (R, S, D, T...).
+# Prints nothing for a pid that is gone, and never fails.
+state() { { cat /proc/"$1"/task/*/stat 2>/dev/null || true; } | sed 's/^.*) \(.\).*$/\1/' | sort -u | tr -d '\n'; }
+
+# pause stops the server (for PostgreSQL, every process of it) and returns
+# only once every thread of it is stopped, so a caller may rely on it: a
+# request sent after pause returns is never answered until resume.
+pause() {
+	local dir=$1 p i s
+	[ -f "$dir/server.pid" ] || die "no server in $dir (no server.pid)"
+	local pids
+	kill -0 "$(cat "$dir/server.pid")" 2>/dev/null || die "server in $dir (pid $(cat "$dir/server.pid")) is not running"
+	pids=$(targets "$dir")
+	kill -STOP $pids 2>/dev/null || true # a backend may have just exited
+	for p in $pids; do
+		for i in $(seq 1 100); do
+			s=$(state "$p")
+			[ -z "$s" ] || [ "$s" = T ] && break
+			sleep 0.05
+		done
+		[ -z "$s" ] || [ "$s" = T ] || die "pid $p not stopped 5 s after SIGSTOP (thread states: $s)"
+	done
+}
+
+# resume continues every process pause stopped and waits until none is
+# stopped any more.
+resume() {
+	local dir=$1 p i s
+	[ -f "$dir/server.pid" ] || die "no server in $dir (no server.pid)"
+	local pids
+	pids=$(targets "$dir")
+	kill -CONT $pids 2>/dev/null || true
+	for p in $pids; do
+		for i in $(seq 1 100); do
+			s=$(state "$p")
+			[[ $s == *T* ]] || break
+			sleep 0.05
+		done
+		[[ $s != *T* ]] || die "pid $p still stopped 5 s after SIGCONT"
+	done
 }
 
 # Shared instances for one test run, on ports of their own.
@@ -241,8 +336,10 @@ install) install "$@" ;;
 start) [ $# -ge 3 ] || die "usage: start KIND DIR PORT [ARG...]"; start "$@" ;;
 stop) [ $# = 1 ] || die "usage: stop DIR"; stop "$1" ;;
 kill) [ $# = 1 ] || die "usage: kill DIR"; killit "$1" ;;
+pause) [ $# = 1 ] || die "usage: pause DIR"; pause "$1" ;;
+resume) [ $# = 1 ] || die "usage: resume DIR"; resume "$1" ;;
 pid) [ $# = 1 ] || die "usage: pid DIR"; cat "$1/server.pid" ;;
 up) [ $# = 1 ] || die "usage: up BASE"; up "$1" ;;
 down) [ $# = 1 ] || die "usage: down BASE"; down "$1" ;;
-*) die "usage: servers.sh install|start|stop|kill|pid|up|down (see the comment at the top)" ;;
+*) die "usage: servers.sh install|start|stop|kill|pause|resume|pid|up|down (see the comment at the top)" ;;
 esac

@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,21 +155,35 @@ type Server struct {
 	Dir  string // data, log and pid file
 	Port int
 	args []string
-	ctl  string
+	bash string // path of servers.sh
 }
+
+// ctlTimeout bounds one servers.sh command. servers.sh bounds its own
+// waits (60 s for a start, probes of 2 s each); this is the backstop should
+// the script itself hang. A variable so the package's tests can shorten it.
+var ctlTimeout = 3 * time.Minute
 
 // Start launches a private instance of k on a free port in a temporary
 // directory, waits until it answers, and returns it. Extra args go to the
 // server's command line (for example Redis persistence settings).
+//
+// The instance is killed when the test ends, whether or not it came up: the
+// cleanup is registered before the start, so a start that fails or hangs
+// halfway leaves no server behind. A server that does not come up fails
+// the test with the tail of its log.
 func Start(t testing.TB, k Kind, args ...string) *Server {
 	t.Helper()
 	ctl := os.Getenv("IDMINT_TEST_SERVERCTL")
 	if ctl == "" {
 		missing(t, fmt.Sprintf("a private %s (IDMINT_TEST_SERVERCTL)", k))
 	}
-	s := &Server{Kind: k, Dir: t.TempDir(), Port: freePort(t, k), args: args, ctl: ctl}
+	s := &Server{Kind: k, Dir: t.TempDir(), Port: freePort(t, k), args: args, bash: ctl}
+	t.Cleanup(func() {
+		if out, err := s.ctl(ctlTimeout, "kill", s.Dir); err != nil {
+			t.Logf("testserver: kill %s in %s at the end of the test: %v\n%s", k, s.Dir, err, out)
+		}
+	})
 	s.Restart(t)
-	t.Cleanup(func() { _ = exec.Command("bash", ctl, "kill", s.Dir).Run() })
 	if k == Postgres {
 		s.exec(t, "psql", "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "-c", "CREATE DATABASE idmint")
 	}
@@ -210,12 +225,38 @@ func (s *Server) Database(t testing.TB) string {
 	return database(t, s.Kind, s.Addr())
 }
 
+// ctl runs servers.sh with args, killing it (and the probes it started,
+// all in its process group) after d.
+func (s *Server) ctl(d time.Duration, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{s.bash}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second // a child still holding the output pipe
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("no answer within %v: %w", d, err)
+	}
+	return out, err
+}
+
 func (s *Server) ctlRun(t testing.TB, args ...string) {
 	t.Helper()
-	out, err := exec.Command("bash", append([]string{s.ctl}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("testserver: servers.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	if out, err := s.ctl(ctlTimeout, args...); err != nil {
+		t.Fatalf("testserver: servers.sh %s: %v\n%s%s", strings.Join(args, " "), err, out, s.logTail(30))
 	}
+}
+
+// logTail returns the last n lines of the server's log, labelled, or "".
+func (s *Server) logTail(n int) string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "server.log"))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	return fmt.Sprintf("--- last %d lines of %s/server.log:\n%s\n", len(lines), s.Dir, strings.Join(lines, "\n"))
 }
 
 // Restart starts the instance again on the same port and data (after Stop or
@@ -231,25 +272,29 @@ func (s *Server) Stop(t testing.TB) { t.Helper(); s.ctlRun(t, "stop", s.Dir) }
 // Kill sends SIGKILL to the instance and waits for it to exit.
 func (s *Server) Kill(t testing.TB) { t.Helper(); s.ctlRun(t, "kill", s.Dir) }
 
-// Pause stops the instance with SIGSTOP: connections stay open, nothing answers.
-func (s *Server) Pause(t testing.TB) { t.Helper(); s.signal(t, syscall.SIGSTOP) }
+// Pause stops the instance with SIGSTOP (PostgreSQL: the postmaster and
+// every backend) and returns once every thread of it has stopped: from then
+// on connections stay open and nothing answers, not even a request already
+// waiting in a socket. (kill(2) returns before the stop takes effect; a
+// server thread woken by a request could answer it in between.)
+func (s *Server) Pause(t testing.TB) { t.Helper(); s.ctlRun(t, "pause", s.Dir) }
 
-// Resume continues a paused instance with SIGCONT.
-func (s *Server) Resume(t testing.TB) { t.Helper(); s.signal(t, syscall.SIGCONT) }
+// Resume continues a paused instance with SIGCONT and returns once no
+// process of it is stopped.
+func (s *Server) Resume(t testing.TB) { t.Helper(); s.ctlRun(t, "resume", s.Dir) }
 
-func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+// Pid returns the server's process id, from its pid file.
+func (s *Server) Pid(t testing.TB) int {
 	t.Helper()
-	b, err := os.ReadFile(s.Dir + "/server.pid")
+	b, err := os.ReadFile(filepath.Join(s.Dir, "server.pid"))
 	if err != nil {
 		t.Fatalf("testserver: %s is not running: %v", s.Kind, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		t.Fatalf("testserver: bad pid file: %v", err)
+		t.Fatalf("testserver: bad pid file %s/server.pid: %v", s.Dir, err)
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		t.Fatalf("testserver: signal %v to %s: %v", sig, s.Kind, err)
-	}
+	return pid
 }
 
 // freePort finds a port that is free now, and for etcd also the next one
