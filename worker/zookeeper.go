@@ -43,9 +43,11 @@ type zkAssigner struct {
 	s        settings
 	conn     *zk.Conn
 	root     string
-	endpoint string // ip:port
-	session  atomic.Int64
+	endpoint string       // ip:port
 	timeout  atomic.Int64 // negotiated session timeout, ms
+
+	mu   sync.Mutex
+	held map[int64]bool // worker IDs a lease of this assigner holds or is acquiring
 }
 
 // leafEndpoint is Leaf's report (SnowflakeZookeeperHolder.Endpoint): the
@@ -106,7 +108,7 @@ func NewZooKeeper(ctx context.Context, servers []string, root, endpoint string, 
 	if err != nil || host == "" || strings.Contains(host+port, "-") {
 		return nil, fmt.Errorf("%w: zookeeper endpoint %q must be ip:port without '-'", ErrBadURL, endpoint)
 	}
-	a := &zkAssigner{s: s, root: root, endpoint: endpoint}
+	a := &zkAssigner{s: s, root: root, endpoint: endpoint, held: map[int64]bool{}}
 	conn, events, err := zk.Connect(servers, s.ttl, zk.WithLogger(zkLogger{a}))
 	if err != nil {
 		return nil, fmt.Errorf("worker: zookeeper %s: %w", strings.Join(servers, ","), err)
@@ -120,7 +122,6 @@ func NewZooKeeper(ctx context.Context, servers []string, root, endpoint string, 
 				continue
 			}
 			a.conn = conn
-			a.session.Store(conn.SessionID())
 			return a, nil
 		case <-wait.Done():
 			conn.Close()
@@ -253,25 +254,31 @@ func (a *zkAssigner) acquire(max int64) (*Lease, error) {
 	if err := checkRange(seq, max, "zookeeper sequence of "+node); err != nil {
 		return nil, err
 	}
-	lock := a.lockPath(seq)
-	ld, _ := json.Marshal(zkLock{Holder: a.s.holder, Since: a.s.clock.Now().UTC()})
-	if _, err := a.conn.Create(lock, ld, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-		if errors.Is(err, zk.ErrNodeExists) {
-			return nil, fmt.Errorf("%w: zookeeper worker id %d (%s) is locked by a live session; it frees within the session timeout if that process is gone", ErrHeld, seq, a.endpoint)
-		}
-		return nil, fmt.Errorf("worker: zookeeper lock %s: %w", lock, err)
+	if !a.hold(seq) {
+		return nil, fmt.Errorf("%w: zookeeper worker id %d (%s) is held by another lease of this process; close it first", ErrHeld, seq, a.endpoint)
 	}
-	b := &zkBackend{a: a, node: node, lock: lock, seq: seq}
 	ok := false
+	defer func() {
+		if !ok {
+			a.unhold(seq)
+		}
+	}()
+	lock := a.lockPath(seq)
+	if err := a.lock(lock, seq); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if !ok {
 			_ = a.conn.Delete(lock, -1)
 		}
 	}()
 	_, lst, err := a.conn.Exists(lock)
-	if err != nil || lst == nil || lst.EphemeralOwner != a.conn.SessionID() {
+	if err != nil || lst == nil || lst.EphemeralOwner != a.conn.SessionID() || lst.EphemeralOwner == 0 {
 		return nil, fmt.Errorf("worker: zookeeper lock %s not confirmed: %v", lock, err)
 	}
+	// The lock's owner, not whatever session the client has later, is the
+	// session this lease lives on.
+	b := &zkBackend{a: a, node: node, lock: lock, seq: seq, session: lst.EphemeralOwner, czxid: lst.Czxid}
 	data, st, err := a.conn.Get(node)
 	if err != nil {
 		return nil, fmt.Errorf("worker: zookeeper read %s: %w", node, err)
@@ -301,6 +308,59 @@ func (a *zkAssigner) acquire(max int64) (*Lease, error) {
 	s.interval = min(s.ttl/3, zkReport)
 	ok = true
 	return newLease(s, seq, lst.Czxid, horizon, b, sent, true), nil
+}
+
+// hold marks seq as taken by a lease of this assigner; false when one
+// already holds it.
+func (a *zkAssigner) hold(seq int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.held[seq] {
+		return false
+	}
+	a.held[seq] = true
+	return true
+}
+
+func (a *zkAssigner) unhold(seq int64) {
+	a.mu.Lock()
+	delete(a.held, seq)
+	a.mu.Unlock()
+}
+
+// lock creates the ephemeral lock node of seq. A lock our own session
+// owns while no lease of ours holds seq is stale (its lease was closed but
+// the delete did not get through): it is deleted and taken afresh, so the
+// process never waits on itself. A lock of another session means another
+// live process: ErrHeld.
+func (a *zkAssigner) lock(lock string, seq int64) error {
+	ld, _ := json.Marshal(zkLock{Holder: a.s.holder, Since: a.s.clock.Now().UTC()})
+	for attempt := 0; ; attempt++ {
+		_, err := a.conn.Create(lock, ld, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("worker: zookeeper lock %s: %w", lock, err)
+		}
+		held := fmt.Errorf("%w: zookeeper worker id %d (%s) is locked by a live session; it frees within the session timeout if that process is gone", ErrHeld, seq, a.endpoint)
+		if attempt > 0 {
+			return held
+		}
+		found, st, err := a.conn.Exists(lock)
+		if err != nil {
+			return fmt.Errorf("worker: zookeeper lock %s: %w", lock, err)
+		}
+		if found && (st.EphemeralOwner != a.conn.SessionID() || st.EphemeralOwner == 0) {
+			return held
+		}
+		if found {
+			a.s.logger.Info("zookeeper: deleting a stale lock of this session", "lock", lock, "czxid", st.Czxid)
+			if err := a.conn.Delete(lock, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+				return fmt.Errorf("worker: zookeeper delete stale lock %s: %w", lock, err)
+			}
+		}
+	}
 }
 
 func (a *zkAssigner) List(ctx context.Context) ([]Holder, error) {
@@ -346,15 +406,30 @@ type zkBackend struct {
 	a          *zkAssigner
 	node, lock string
 	seq        int64
+	session    int64 // the session that created the lock (its EphemeralOwner)
+	czxid      int64 // the lock's creation zxid: the lease's generation
 
 	mu      sync.Mutex
 	ep      leafEndpoint
 	version int32
 }
 
+// ours reports whether the client still runs the session that created
+// the lock. Once the client has replaced it (after an expiry), the lock is
+// gone: ZooKeeper deletes a session's ephemeral nodes when it expires.
+func (b *zkBackend) ours() bool { return b.a.conn.SessionID() == b.session }
+
 // write sets the node's timestamp to ts (ms) if the lock is still ours and
 // the node still at our version. Callers hold mu or own b exclusively.
+//
+// A write whose reply was lost may have been applied: the next write then
+// meets a version newer than ours and reports the lease lost. The holder
+// closes it (which deletes the lock) and acquires again, reading the
+// recorded horizon afresh; nothing stays stuck.
 func (b *zkBackend) write(ts int64) error {
+	if !b.ours() {
+		return fmt.Errorf("%w: zookeeper session %#x of worker id %d expired (the client now runs %#x)", ErrLeaseLost, b.session, b.seq, b.a.conn.SessionID())
+	}
 	ep := b.ep
 	ep.Timestamp = ts
 	data, _ := json.Marshal(ep)
@@ -363,9 +438,12 @@ func (b *zkBackend) write(ts int64) error {
 		&zk.SetDataRequest{Path: b.node, Data: data, Version: b.version},
 	)
 	for _, r := range res {
-		if errors.Is(r.Error, zk.ErrNoNode) || errors.Is(r.Error, zk.ErrBadVersion) {
+		if errors.Is(r.Error, zk.ErrNoNode) || errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrSessionExpired) {
 			return fmt.Errorf("%w: zookeeper worker id %d: %v (lock %s, node %s at version %d)", ErrLeaseLost, b.seq, r.Error, b.lock, b.node, b.version)
 		}
+	}
+	if errors.Is(err, zk.ErrSessionExpired) {
+		return fmt.Errorf("%w: zookeeper session %#x of worker id %d expired", ErrLeaseLost, b.session, b.seq)
 	}
 	if err != nil {
 		return fmt.Errorf("worker: zookeeper write %s: %w", b.node, err)
@@ -385,10 +463,6 @@ func (b *zkBackend) keepalive(ctx context.Context) error {
 	_, err := call(ctx, func() (struct{}, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if b.a.conn.SessionID() != b.a.session.Load() {
-			// The client replaced an expired session: the lock went with it.
-			return struct{}{}, fmt.Errorf("%w: zookeeper session of worker id %d expired", ErrLeaseLost, b.seq)
-		}
 		return struct{}{}, b.write(max(b.ep.Timestamp, b.a.s.clock.Now().UnixMilli()))
 	})
 	return err
@@ -427,12 +501,37 @@ func (b *zkBackend) lower(ctx context.Context, last time.Time) (time.Time, error
 	})
 }
 
+// storeConfirms: a horizon write is a request on the lock's session, which
+// renews it as a keepalive does.
+func (b *zkBackend) storeConfirms() bool { return true }
+
+// release deletes the lock only if this lease's session still owns it
+// (same owner and creation zxid): a lock another session took, or one this
+// session created for a later lease, is left alone. It frees the worker ID
+// for this assigner even when the delete cannot get through in time; the
+// next Acquire then deletes the stale lock itself.
+//
+// ZooKeeper has no delete conditional on the owner: between the check and
+// the delete (conditional on the data version) another holder could, in
+// theory, replace the lock. It would then lose its lease at its next write,
+// before issuing past the horizon recorded under its own claim.
 func (b *zkBackend) release(ctx context.Context) error {
+	defer b.a.unhold(b.seq)
 	_, err := call(ctx, func() (struct{}, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		err := b.a.conn.Delete(b.lock, -1)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if !b.ours() {
+			return struct{}{}, nil // the lock ended with its session
+		}
+		found, st, err := b.a.conn.Exists(b.lock)
+		if err != nil {
+			return struct{}{}, fmt.Errorf("worker: zookeeper release %s: %w", b.lock, err)
+		}
+		if !found || st.EphemeralOwner != b.session || st.Czxid != b.czxid {
+			return struct{}{}, nil
+		}
+		err = b.a.conn.Delete(b.lock, st.Version)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
 			return struct{}{}, fmt.Errorf("worker: zookeeper release %s: %w", b.lock, err)
 		}
 		return struct{}{}, nil
