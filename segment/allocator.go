@@ -166,7 +166,11 @@ type Key struct {
 	slot       int           // Leaf's buffer position, toggled per switch
 	loads      uint64
 	loadErrors uint64
-	waits      uint64 // callers that found both buffers empty
+	waits      uint64        // callers that found both buffers empty
+	storeErrs  uint64        // failed loads the store may recover from (not permanent)
+	failing    bool          // the last load failed with such an error
+	failSince  time.Duration // Mono at the first failure of the current outage
+	failCount  uint64        // failed loads in the current outage
 	lastLat    time.Duration
 	totalLat   time.Duration
 }
@@ -413,18 +417,42 @@ func (k *Key) loadLoop() {
 		k.attempts++
 		if err == nil {
 			k.next, k.lastErr, k.loading = b, nil, false
+			recovered, failed, since := k.failing, k.failCount, k.failSince
+			k.failing, k.failCount = false, 0
 			k.broadcastLocked()
 			k.mu.Unlock()
+			if recovered {
+				a.opts.Logger.Info("segment: store answers again", "key", k.name,
+					"failed_loads", failed, "outage", (a.opts.Clock.Mono() - since).Round(time.Millisecond).String())
+			}
 			return
 		}
 		k.lastErr = err
 		k.loadErrors++
 		stop := permanent(err) || a.closed.Load()
+		first := false
+		if !stop {
+			k.storeErrs++
+			k.failCount++
+			if !k.failing {
+				k.failing, k.failSince, first = true, a.opts.Clock.Mono(), true
+			}
+		}
 		if stop {
 			k.loading = false
 		}
+		left := k.cur.Load().remaining()
 		k.broadcastLocked()
 		k.mu.Unlock()
+		if first {
+			// Once per outage: retries are counted (StoreErrors), not logged.
+			if left > 0 {
+				a.opts.Logger.Warn("segment: store failed; serving the current buffer while retrying", "key", k.name,
+					"ids_left", left, "err", err)
+			} else {
+				a.opts.Logger.Warn("segment: store failed and the buffers are empty; requests fail until it answers", "key", k.name, "err", err)
+			}
+		}
 		if stop {
 			return
 		}

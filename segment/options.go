@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/idmint/idmint/clock"
@@ -43,6 +44,12 @@ type Options struct {
 
 	// CloseStore makes Allocator.Close close the store as well.
 	CloseStore bool
+
+	// Logger receives one line when a key's store starts failing (with
+	// how many IDs its buffers still hold: an outage the double buffer
+	// absorbs is otherwise invisible) and one when it answers again. nil
+	// discards them.
+	Logger *slog.Logger
 }
 
 // StepPolicy is the dynamic step rule. The zero value is Leaf's: after a
@@ -68,6 +75,9 @@ type StepPolicy struct {
 func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.NewReal()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.LoadAt == 0 {
 		o.LoadAt = 0.1

@@ -38,6 +38,11 @@ type Stats struct {
 	Remaining int64
 	// Loads and LoadErrors count successful and failed store allocations.
 	Loads, LoadErrors uint64
+	// StoreErrors counts the failed allocations retrying may fix (the
+	// store down, slow or unreachable), whether or not the double buffer
+	// absorbed them; StoreFailing reports whether the last one failed so.
+	StoreErrors  uint64
+	StoreFailing bool
 	// Waits counts calls that found both buffers empty and had to wait
 	// for the store (or failed): 0 while the double buffer keeps ahead.
 	// A key's first call always waits once.
@@ -79,6 +84,7 @@ func (k *Key) Stats() Stats {
 		Key: k.name, InitOK: k.loaded, Step: k.step, MinStep: k.minStep,
 		NextReady: k.next != nil, Loading: k.loading,
 		Loads: k.loads, LoadErrors: k.loadErrors, Waits: k.waits,
+		StoreErrors: k.storeErrs, StoreFailing: k.failing,
 		LastLoadLatency: k.lastLat, TotalLoadLatency: k.totalLat,
 		Remaining: cur.remaining() + k.next.remaining(),
 	}

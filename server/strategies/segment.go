@@ -45,7 +45,7 @@ func (r *allocatorResource) Close(ctx context.Context) error { return r.a.Close(
 func openAllocator(ctx context.Context, env *server.Env, store string) (*segment.Allocator, error) {
 	url := env.Config.Stores[store]
 	res, err := env.Shared(ctx, "segment store "+store, func(ctx context.Context) (server.Resource, error) {
-		a, err := stores.OpenAllocator(ctx, url, segment.Options{Clock: env.Clock, CloseStore: true})
+		a, err := stores.OpenAllocator(ctx, url, segment.Options{Clock: env.Clock, CloseStore: true, Logger: env.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("open segment store %q: %w", store, err)
 		}
@@ -174,9 +174,19 @@ func segmentStats(st segment.Stats) []server.Stat {
 		{Name: "segment_step", Help: "Length of the last segment leased.", Value: float64(st.Step)},
 		{Name: "segment_loads_total", Help: "Segments leased from the store.", Value: float64(st.Loads), Counter: true},
 		{Name: "segment_load_errors_total", Help: "Failed segment leases.", Value: float64(st.LoadErrors), Counter: true},
+		{Name: "segment_store_errors_total", Help: "Segment leases the store failed (down, slow, unreachable), counted even while the double buffer still serves.",
+			Value: float64(st.StoreErrors), Counter: true},
+		{Name: "segment_store_failing", Help: "1 while a segment key's last lease failed and it retries.", Value: b2f(st.StoreFailing)},
 	}
 }
 
 // Close does nothing: the Allocator is shared and closed with the server;
 // the store row stays, so a key created again continues above it.
 func (s *segmentKey) Close(ctx context.Context) error { return nil }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
