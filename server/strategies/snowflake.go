@@ -93,19 +93,6 @@ func checkSnowflake(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	return append(ps, unknownOptions(k, allowed...)...)
 }
 
-// nodeResource is one worker-ID lease and generator, shared by every
-// snowflake key of one layout and node-field values.
-type nodeResource struct{ n *node.Node }
-
-func (r *nodeResource) Close(ctx context.Context) error { return r.n.Close() }
-
-func (r *nodeResource) Ready(ctx context.Context) error {
-	if _, _, ok := r.n.WorkerID(); !ok {
-		return node.ErrNoLease
-	}
-	return nil
-}
-
 func (r *nodeResource) Stats() []server.Stat {
 	id, gen, ok := r.n.WorkerID()
 	held := 0.0
@@ -188,18 +175,20 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 		id, gen, _ := n.WorkerID()
 		env.Logger.Info("snowflake node ready", "layout", l.Name(), "worker", id, "generation", gen,
 			"layout_ends", l.End().Format(time.DateOnly))
-		return &nodeResource{n}, nil
+		return newNodeResource(n), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &snowflakeKey{n: res.(*nodeResource).n, layout: l, worker: wf, clk: env.Clock}, nil
+	r := res.(*nodeResource)
+	return &snowflakeKey{n: r.n, res: r, layout: l, worker: wf, clk: env.Clock}, nil
 }
 
 // snowflakeKey serves one key from a node shared by every key of its
 // layout and node-field values.
 type snowflakeKey struct {
 	n      *node.Node
+	res    *nodeResource
 	layout snowflake.Layout
 	worker string
 	clk    clock.Clock
@@ -248,12 +237,8 @@ func (k *snowflakeKey) Decode(id string) (server.Decoded, error) {
 	return decodeSnowflake(k.layout, k.layout.Name(), id)
 }
 
-func (k *snowflakeKey) Ready(ctx context.Context) error {
-	if _, _, ok := k.n.WorkerID(); !ok {
-		return node.ErrNoLease
-	}
-	return nil
-}
+// Ready reports whether the key can issue now (see nodeResource.Ready).
+func (k *snowflakeKey) Ready(ctx context.Context) error { return k.res.Ready(ctx) }
 
 // Close does nothing: the node is shared and closed with the server.
 func (k *snowflakeKey) Close(ctx context.Context) error { return nil }
