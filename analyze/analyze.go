@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/idmint/idmint/idformat"
 	"github.com/idmint/idmint/ordernum"
 	"github.com/idmint/idmint/snowflake"
 )
@@ -98,6 +100,13 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: MaxLine %d must be at least 64", ErrOptions, o.MaxLine)
 	case o.Format == OrderNum && o.OrderFormat.Length() == 0:
 		return fmt.Errorf("%w: Format %q needs OrderFormat", ErrOptions, o.Format)
+	}
+	switch o.Format {
+	case "", Snowflake, Integer, OrderNum:
+	default:
+		if !slices.Contains(idformat.Formats(), o.Format) {
+			return fmt.Errorf("%w: Format %q is unknown (want %s, %s, %s or one of %s)", ErrOptions, o.Format, Snowflake, Integer, OrderNum, strings.Join(idformat.Formats(), ", "))
+		}
 	}
 	if o.Format == OrderNum {
 		o.Random = true

@@ -57,7 +57,7 @@ func (c *collector) findings(rep *Report) {
 		add(Warning, "disorder", "%.2f %% of IDs (%d) are lower than the ID before them (first at line %d); largest displacement %d positions (the input is %d-sorted)",
 			100*o.Overall.DescentFraction, o.Overall.Descents, o.Overall.FirstDescentLine, o.Overall.MaxDisplacement, o.Overall.MaxDisplacement)
 	}
-	if o.Workers > 0 && o.Overall.Descents > 0 {
+	if o.Workers > 1 && o.Overall.Descents > 0 && o.Worst.Descents == 0 {
 		add(Info, "disorder", "across %d workers the IDs interleave: %.2f %% are lower than the one before, largest displacement %d positions (k-sorted, k = %d); each worker on its own is in order",
 			o.Workers, 100*o.Overall.DescentFraction, o.Overall.MaxDisplacement, o.Overall.MaxDisplacement)
 	}

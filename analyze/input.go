@@ -88,9 +88,6 @@ func choose(head []Line, opt Options) (parser, *Report, error) {
 		rep.Format, rep.Layout, rep.LayoutName = Snowflake, l.String(), l.Name()
 		return newSnowParser(l), rep, nil
 	}
-	if !slices.Contains(idformat.Formats(), opt.Format) {
-		return nil, nil, fmt.Errorf("%w: Format %q is unknown (want %s, %s, %s or one of %s)", ErrOptions, opt.Format, Snowflake, Integer, OrderNum, strings.Join(idformat.Formats(), ", "))
-	}
 	rep.Format = opt.Format
 	return newTextParser(opt.Format), rep, nil
 }
