@@ -61,69 +61,114 @@ func (f *fileAssigner) Acquire(ctx context.Context, max int64) (*Lease, error) {
 	if f.lock != nil {
 		return nil, fmt.Errorf("%w: %s is already leased in this process", ErrHeld, f.path)
 	}
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-		return nil, fmt.Errorf("worker: file: %w", err)
-	}
-	lk, err := os.OpenFile(f.path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	lk, st, err := claimFile(f.path, f.s, func(st *fileState, fresh bool) error {
+		if fresh {
+			st.WorkerID = f.initID
+		}
+		return checkRange(st.WorkerID, max, "file "+f.path)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("worker: file: %w", err)
+		return nil, err
+	}
+	f.lock = lk
+	return newLease(f.s, st.WorkerID, st.Generation, st.Horizon, &fileBackend{path: f.path, st: st, unlock: f.unlock}, 0, false), nil
+}
+
+// unlock drops the file lock of the open lease.
+func (f *fileAssigner) unlock() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lock == nil {
+		return nil
+	}
+	err := f.lock.Close()
+	f.lock = nil
+	return err
+}
+
+// claimFile locks path+".lock" (ErrHeld when another process holds it),
+// reads the state at path (fresh when there is none yet), lets adjust set
+// or check the worker ID, and writes the state back, durably, with the next
+// generation and this holder. It returns the held lock and the state
+// written.
+func claimFile(path string, s settings, adjust func(st *fileState, fresh bool) error) (*os.File, fileState, error) {
+	var st fileState
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, st, fmt.Errorf("worker: file: %w", err)
+	}
+	lk, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, st, fmt.Errorf("worker: file: %w", err)
 	}
 	if err := syscall.Flock(int(lk.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lk.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is locked by another process", ErrHeld, f.path)
+			return nil, st, fmt.Errorf("%w: %s is locked by another process", ErrHeld, path)
 		}
-		return nil, fmt.Errorf("worker: file: lock %s: %w", f.path, err)
+		return nil, st, fmt.Errorf("worker: file: lock %s: %w", path, err)
 	}
-	st, err := readFileState(f.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		st, err = fileState{WorkerID: f.initID}, nil
+	st, err = readFileState(path)
+	fresh := errors.Is(err, fs.ErrNotExist)
+	if fresh {
+		st, err = fileState{}, nil
 	}
 	if err == nil {
-		err = checkRange(st.WorkerID, max, "file "+f.path)
+		err = adjust(&st, fresh)
 	}
 	if err != nil {
 		lk.Close()
-		return nil, err
+		return nil, st, err
 	}
 	st.Generation++
-	st.Holder = f.s.holder
-	st.Since = f.s.clock.Now()
-	if err := writeFileState(f.path, st); err != nil {
+	st.Holder = s.holder
+	st.Since = s.clock.Now()
+	if err := writeFileState(path, st); err != nil {
 		lk.Close()
-		return nil, err
+		return nil, st, err
 	}
-	f.lock = lk
-	return newLease(f.s, st.WorkerID, st.Generation, st.Horizon, &fileBackend{f: f, st: st}, 0, false), nil
+	return lk, st, nil
 }
 
 func (f *fileAssigner) List(ctx context.Context) ([]Holder, error) {
-	st, err := readFileState(f.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	f.mu.Lock()
+	here := f.lock != nil
+	f.mu.Unlock()
+	h, ok, err := listFile(f.path, here)
+	if !ok || err != nil {
 		return nil, err
 	}
-	live := false
-	if lk, err := os.OpenFile(f.path+".lock", os.O_RDWR, 0); err == nil {
-		if syscall.Flock(int(lk.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-			live = true
-		}
-		lk.Close() // closing drops a lock we took just to test
+	return []Holder{h}, nil
+}
+
+// listFile describes the state at path; ok is false when there is none.
+// heldHere says whether this process holds its lock.
+func listFile(path string, heldHere bool) (h Holder, ok bool, err error) {
+	st, err := readFileState(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return h, false, nil
 	}
-	f.mu.Lock()
-	live = live || f.lock != nil
-	f.mu.Unlock()
-	return []Holder{{ID: st.WorkerID, Generation: st.Generation, Holder: st.Holder, Since: st.Since, Horizon: st.Horizon, Live: live}}, nil
+	if err != nil {
+		return h, false, err
+	}
+	live := heldHere
+	if !live {
+		if lk, err := os.OpenFile(path+".lock", os.O_RDWR, 0); err == nil {
+			live = syscall.Flock(int(lk.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
+			lk.Close() // closing drops a lock we took just to test
+		}
+	}
+	return Holder{ID: st.WorkerID, Generation: st.Generation, Holder: st.Holder, Since: st.Since, Horizon: st.Horizon, Live: live}, true, nil
 }
 
 func (f *fileAssigner) Close() error { return nil }
 
+// fileBackend records a lease's horizon in a state file (the file
+// assigner's, or the horizon file of a static, ip or mac assigner).
 type fileBackend struct {
-	f  *fileAssigner
-	mu sync.Mutex
-	st fileState
+	path   string
+	unlock func() error // drops the file lock; called once, by release
+	mu     sync.Mutex
+	st     fileState
 }
 
 func (b *fileBackend) keepalive(context.Context) error { return nil }
@@ -133,7 +178,7 @@ func (b *fileBackend) store(_ context.Context, until time.Time) (time.Time, erro
 	defer b.mu.Unlock()
 	st := b.st
 	st.Horizon = until.UTC()
-	if err := writeFileState(b.f.path, st); err != nil {
+	if err := writeFileState(b.path, st); err != nil {
 		return time.Time{}, err
 	}
 	b.st = st
@@ -144,16 +189,13 @@ func (b *fileBackend) lower(ctx context.Context, last time.Time) (time.Time, err
 	return b.store(ctx, last) // store writes exactly what it is given
 }
 
-func (b *fileBackend) release(context.Context) error {
-	b.f.mu.Lock()
-	defer b.f.mu.Unlock()
-	if b.f.lock == nil {
-		return nil
-	}
-	err := b.f.lock.Close()
-	b.f.lock = nil
-	return err
-}
+func (b *fileBackend) release(context.Context) error { return b.unlock() }
+
+// fileFields are the fields a state file must hold: without the worker ID
+// it would silently become worker 0, without the generation fencing would
+// restart, and without the horizon a restart with the clock set back could
+// repeat IDs the previous holder stamped.
+var fileFields = []string{"worker_id", "generation", "horizon"}
 
 func readFileState(path string) (fileState, error) {
 	var st fileState
@@ -161,8 +203,18 @@ func readFileState(path string) (fileState, error) {
 	if err != nil {
 		return st, err
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
+	var fields map[string]json.RawMessage
+	if err = json.Unmarshal(data, &fields); err == nil {
+		err = json.Unmarshal(data, &st)
+	}
+	if err != nil {
 		return st, fmt.Errorf("worker: file %s is corrupt (%v); it holds the worker id and horizon, restore it or remove it to start afresh", path, err)
+	}
+	for _, k := range fileFields {
+		if v, ok := fields[k]; !ok || len(v) == 0 || string(v) == "null" {
+			return st, fmt.Errorf("worker: file %s has no %q field; it holds the worker id and the horizon a restart must start after: "+
+				"restore it from a backup, or write the field back (\"horizon\": an RFC 3339 time after the last ID issued under worker %d)", path, k, st.WorkerID)
+		}
 	}
 	if st.WorkerID < 0 || st.Generation < 0 {
 		return st, fmt.Errorf("worker: file %s is corrupt: worker_id %d, generation %d", path, st.WorkerID, st.Generation)

@@ -32,6 +32,9 @@ type settings struct {
 	logger  *slog.Logger
 
 	interval time.Duration // keepalive period; 0: ttl/3 (set by backends)
+
+	horizonFile    string // static, ip, mac: where the horizon is kept
+	horizonFileSet bool
 }
 
 func newSettings(opts []Option) (settings, error) {
@@ -60,6 +63,9 @@ func newSettings(opts []Option) (settings, error) {
 	}
 	if s.timeout <= 0 {
 		return s, fmt.Errorf("%w: timeout %v must be positive", ErrBadOption, s.timeout)
+	}
+	if s.horizonFileSet && s.horizonFile == "" {
+		return s, fmt.Errorf("%w: horizon file is empty (want a path such as /var/lib/idmint/static.horizon)", ErrBadOption)
 	}
 	return s, nil
 }
@@ -93,3 +99,18 @@ func WithHolder(name string) Option { return func(s *settings) { s.holder = name
 // WithLogger sets where keepalive failures and lease loss are logged.
 // Default: discarded.
 func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.logger = l } }
+
+// WithHorizonFile names the file a static, ip or mac assigner records its
+// time horizon in (design.md U3, U6): written and fsync'd before any ID is
+// stamped past it, lowered to the last issued ID on a clean close, read on
+// the next Acquire, so a restart with the clock set back issues nothing at
+// or below what the last run may have issued. It holds the same JSON as a
+// file:// coordinator's file, and is flock'ed (path+".lock") while leased,
+// so two processes on one machine cannot share it. Several worker IDs may
+// use one file over time: its horizon only covers more. Without it those
+// assigners keep the horizon in memory only (see NewStatic). Coordinators
+// that record the horizon themselves (file, SQL, etcd, ZooKeeper) ignore
+// it.
+func WithHorizonFile(path string) Option {
+	return func(s *settings) { s.horizonFile, s.horizonFileSet = path, true }
+}

@@ -3,16 +3,17 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 )
 
 // fixed is the assigner for a worker ID decided outside any coordinator:
-// static (config or flag), ip and mac. It keeps the horizon in memory only,
-// so it protects handovers inside one process; across restarts the
-// generator's own persisted horizon (snowflake.FileHorizon) or the file
-// assigner must carry it. Nothing stops two processes from being given the
-// same static ID: that is the operator's promise.
+// static (config or flag), ip and mac. Nothing stops two processes from
+// being given the same static ID: that is the operator's promise. Its
+// horizon lives in the file WithHorizonFile names (the server puts one in
+// its data directory), which carries it across restarts; without one it
+// lives in memory only and protects handovers inside one process alone.
 type fixed struct {
 	s      settings
 	id     int64
@@ -20,14 +21,22 @@ type fixed struct {
 
 	mu      sync.Mutex
 	held    bool
+	lock    *os.File // the horizon file's lock while a lease is open
 	gen     int64
 	since   time.Time
-	horizon time.Time
+	horizon time.Time // in-memory horizon (no horizon file)
 }
 
 // NewStatic returns an Assigner that always grants worker ID id. Acquire
 // fails with a *RangeError if id is outside the layout's range, and with
-// ErrHeld while an earlier lease from the same Assigner is open.
+// ErrHeld while an earlier lease from the same Assigner (or another process
+// using the same horizon file) is open.
+//
+// Give it WithHorizonFile: the lease then records its horizon there,
+// fsync'd before any ID is stamped past it, and a restart starts after it
+// whatever the clock says (design.md U6). Without one the horizon is kept
+// in memory, so a restart with the clock set back can repeat IDs the last
+// run issued; Acquire logs a warning saying so.
 func NewStatic(id int64, opts ...Option) (Assigner, error) {
 	s, err := newSettings(opts)
 	if err != nil {
@@ -44,26 +53,74 @@ func (f *fixed) Acquire(ctx context.Context, max int64) (*Lease, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.held {
+		f.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s worker id %d is already leased in this process", ErrHeld, f.source, f.id)
 	}
 	f.held = true
-	// The generation must grow across restarts too, and there is nowhere
-	// to keep a counter: wall nanoseconds grow as long as the clock does.
-	f.gen = max64(f.gen+1, f.s.clock.Now().UnixNano())
-	f.since = f.s.clock.Now()
-	return newLease(f.s, f.id, f.gen, f.horizon, (*fixedBackend)(f), 0, false), nil
+	path := f.s.horizonFile
+	if path == "" {
+		// The generation must grow across restarts too, and there is
+		// nowhere to keep a counter: wall nanoseconds grow as long as the
+		// clock does.
+		f.gen = max64(f.gen+1, f.s.clock.Now().UnixNano())
+		f.since = f.s.clock.Now()
+		l := newLease(f.s, f.id, f.gen, f.horizon, (*fixedBackend)(f), 0, false)
+		f.mu.Unlock()
+		f.s.logger.Warn("worker: the horizon is kept in memory only: a restart with the clock set back can repeat IDs; name a horizon file (?horizon=/path in the coordinator URL)",
+			"source", f.source, "worker_id", f.id)
+		return l, nil
+	}
+	f.mu.Unlock()
+	// The file I/O runs outside f.mu; held keeps a second Acquire out.
+	lk, st, err := claimFile(path, f.s, func(st *fileState, _ bool) error {
+		st.WorkerID = f.id // the file carries the horizon of whichever ID used it last
+		return nil
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.held = false
+		return nil, err // names the horizon file
+	}
+	f.lock, f.gen, f.since = lk, st.Generation, st.Since
+	return newLease(f.s, f.id, st.Generation, st.Horizon, &fileBackend{path: path, st: st, unlock: f.unlock}, 0, false), nil
+}
+
+// unlock ends the open lease of a horizon-file assigner.
+func (f *fixed) unlock() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = false
+	if f.lock == nil {
+		return nil
+	}
+	err := f.lock.Close()
+	f.lock = nil
+	return err
 }
 
 func (f *fixed) List(ctx context.Context) ([]Holder, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return []Holder{{ID: f.id, Generation: f.gen, Holder: f.s.holder, Since: f.since, Horizon: f.horizon, Live: f.held}}, nil
+	here, path := f.lock != nil, f.s.horizonFile
+	h := Holder{ID: f.id, Generation: f.gen, Holder: f.s.holder, Since: f.since, Horizon: f.horizon, Live: f.held}
+	f.mu.Unlock()
+	if path != "" {
+		fh, ok, err := listFile(path, here)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			h = fh
+		}
+	}
+	return []Holder{h}, nil
 }
 
 func (f *fixed) Close() error { return nil }
 
+// fixedBackend keeps the horizon of a fixed assigner without a horizon
+// file, in memory.
 type fixedBackend fixed
 
 func (b *fixedBackend) keepalive(context.Context) error { return nil }

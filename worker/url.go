@@ -13,7 +13,7 @@ import (
 // Open returns the Assigner a coordinator URL names, connecting within the
 // configured timeout:
 //
-//	static://3                                  worker ID 3
+//	static://3?horizon=/var/lib/idmint/static.horizon  worker ID 3
 //	file:///var/lib/idmint/worker?id=0          kept in that file (id: first use only)
 //	etcd://h1:2379,h2:2379/idmint?name=app      keys under /idmint/app/
 //	zk://h1:2181,h2:2181/snowflake/app?endpoint=10.0.0.7:8080
@@ -21,6 +21,10 @@ import (
 //	postgres://user@host/db   mysql://user@tcp(host:3306)/db
 //	ip://  ip://10.0.0.7                        low 16 bits of the (private) IPv4
 //	mac:// mac://02:00:00:00:00:01              the 48-bit MAC
+//
+// static, ip and mac take horizon, the file their time horizon is kept in
+// (WithHorizonFile); without it they keep it in memory only, and a restart
+// with the clock set back can repeat IDs.
 //
 // Every URL also takes ttl, margin and timeout (Go durations) and holder,
 // which override opts. A malformed URL fails with an error wrapping
@@ -51,7 +55,7 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s url query %q: %v", ErrBadURL, scheme, query, err)
 		}
-		opts, err = queryOptions(scheme, q, opts, nil)
+		opts, err = fixedOptions(scheme, q, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +88,7 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 	q := u.Query()
 	switch scheme {
 	case "static":
-		opts, err = queryOptions(scheme, q, opts, nil)
+		opts, err = fixedOptions(scheme, q, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -146,6 +150,23 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		return func(ctx context.Context) (Assigner, error) { return NewZooKeeper(ctx, eps, root, endpoint, opts...) }, nil
 	}
 	return nil, fmt.Errorf("%w: scheme %q is not one of static, file, etcd, zk, sqlite, postgres, mysql, ip, mac", ErrBadURL, scheme)
+}
+
+// fixedOptions is queryOptions for static, ip and mac, which also take
+// horizon=FILE.
+func fixedOptions(scheme string, q url.Values, opts []Option) ([]Option, error) {
+	out, err := queryOptions(scheme, q, opts, []string{"horizon"})
+	if err != nil {
+		return nil, err
+	}
+	if vs, ok := q["horizon"]; ok {
+		v := vs[len(vs)-1]
+		if v == "" {
+			return nil, fmt.Errorf("%w: %s url: horizon %q is empty; want horizon=/var/lib/idmint/%s.horizon", ErrBadURL, scheme, v, scheme)
+		}
+		out = append(out, WithHorizonFile(v))
+	}
+	return out, nil
 }
 
 // hosts splits "h1:p1,h2" into host:port endpoints.
