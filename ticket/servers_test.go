@@ -148,20 +148,30 @@ func TestMySQLTwoServersOneDown(t *testing.T) {
 	}
 
 	// A hung server (SIGSTOP): requests time out on it once, then skip it.
+	// Pause returns only once every thread of mariadbd is stopped. It once
+	// only sent SIGSTOP, and kill(2) returns before the stop takes effect:
+	// the kernel wakes one thread to begin the group stop, and until that
+	// thread gets a CPU the others run on, so a connection thread woken by
+	// the next REPLACE could answer it. On a loaded machine that let some
+	// even IDs through about once in six runs. (Measured: with mariadbd's
+	// main thread at SCHED_IDLE and the cores busy, queries sent right after
+	// a bare SIGSTOP were answered in 26 of 40 rounds; after Pause, in 0.)
 	b.Pause(t)
 	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	probe, perr := sqldb.Open(pctx, b.Addr())
 	cancel()
 	if perr == nil {
-		// Seen once in many runs: the server still answered after SIGSTOP
-		// (the harness signalled another pid?). Uniqueness is still checked.
 		probe.Close()
-		t.Logf("server 2 still answers after Pause; skipping the paused-server assertions")
+		b.Resume(t)
+		t.Fatal("server 2 answers a new connection after Pause: it is not paused")
 	}
 	odd, even = parity(collect(t, seen, 4, 25, next))
+	if st := tk.Status(); st[1].Up {
+		t.Errorf("status with server 2 paused: %+v", st)
+	}
 	b.Resume(t)
-	if even != 0 && perr != nil {
-		t.Fatalf("server 2 paused: %d even IDs", even)
+	if even != 0 || odd != 100 {
+		t.Fatalf("server 2 paused: %d odd, %d even IDs; want 100 odd", odd, even)
 	}
 	clk.Advance(DefaultBackoffMax)
 	_, even = parity(collect(t, seen, 4, 25, next))
