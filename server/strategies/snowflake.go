@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -110,11 +111,10 @@ func (r *nodeResource) Stats() []server.Stat {
 // coordinator holds one worker ID per file, so each layout other than the
 // default gets its own file beside the configured one (the same layout
 // always maps to the same file, keeping its horizon across restarts).
-func coordinatorFor(base, layoutName, nodeKey string) string {
-	u, err := url.Parse(base)
-	if err != nil || u.Scheme != "file" {
-		return base
-	}
+// static, ip and mac keep their horizon in a file as well: unless the URL
+// names one (horizon=), it goes in dataDir, named the same way
+// (worker-static.horizon, worker-static.<layout>.horizon, ...).
+func coordinatorFor(base, dataDir, layoutName, nodeKey string) string {
 	suffix := ""
 	if layoutName != DefaultLayout {
 		suffix = "." + sanitize(layoutName)
@@ -122,7 +122,22 @@ func coordinatorFor(base, layoutName, nodeKey string) string {
 	if nodeKey != "" {
 		suffix += "." + sanitize(nodeKey)
 	}
-	if suffix == "" {
+	scheme, _, _ := strings.Cut(base, "://")
+	switch scheme = strings.ToLower(scheme); scheme {
+	case "static", "ip", "mac":
+		_, query, hasQuery := strings.Cut(base, "?")
+		if q, err := url.ParseQuery(query); err != nil || q.Has("horizon") {
+			return base // worker.Open names a bad query
+		}
+		sep := "?"
+		if hasQuery {
+			sep = "&"
+		}
+		path := filepath.Join(dataDir, "worker-"+scheme+suffix+".horizon")
+		return base + sep + "horizon=" + url.QueryEscape(path)
+	}
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "file" || suffix == "" {
 		return base
 	}
 	u.Path += suffix
@@ -164,7 +179,7 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 		resName += ":" + strings.Join(nodeKey, ",")
 	}
 	res, err := env.Shared(ctx, resName, func(ctx context.Context) (server.Resource, error) {
-		coord := coordinatorFor(env.Config.Coordinator, layoutName, strings.Join(nodeKey, ","))
+		coord := coordinatorFor(env.Config.Coordinator, env.Config.DataDir, layoutName, strings.Join(nodeKey, ","))
 		n, err := node.New(ctx, node.Config{
 			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, WorkerLimit: workerLimit,
 			Clock: env.Clock, Logger: env.Logger, AcquireWait: 15 * time.Second,
