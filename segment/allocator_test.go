@@ -3,7 +3,7 @@ package segment_test
 import (
 	"context"
 	"errors"
-	"runtime"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -160,19 +160,9 @@ func TestOutageFakeStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(4 * time.Second)
-	<-ok
-	for { // the loader publishes the segment just after the store returns
-		id, err := k.Next(ctx)
-		if err == nil {
-			if id <= 20 {
-				t.Fatalf("ID after recovery = %d, repeats", id)
-			}
-			break
-		}
-		if !errors.Is(err, segment.ErrUnavailable) {
-			t.Fatal(err)
-		}
-		runtime.Gosched()
+	recv(t, ok, "the store's answer after the outage")
+	if id := nextAfterLoad(t, k); id <= 20 {
+		t.Fatalf("ID after recovery = %d, repeats", id)
 	}
 	f.set(func(f *fakeStore) { f.allocated = nil })
 	take(t, k, 50)
@@ -184,14 +174,82 @@ func callsOf(f *fakeStore) int {
 	return f.calls
 }
 
+// waitTimeout bounds every wait in these tests for something another
+// goroutine does in real time (the loader); far above what it takes.
+const waitTimeout = 10 * time.Second
+
 func waitCalls(t *testing.T, f *fakeStore, n int) {
 	t.Helper()
-	deadline := clock.NewReal()
-	for callsOf(f) < n {
-		if deadline.Mono() > 10*time.Second {
-			t.Fatalf("store called %d times, want %d", callsOf(f), n)
+	poll(t, fmt.Sprintf("store to be called %d times", n), func() bool { return callsOf(f) >= n })
+}
+
+// poll waits, idle, until cond holds, failing t after waitTimeout.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", waitTimeout, what)
 		}
-		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// recv waits for one value on ch, failing t after waitTimeout.
+func recv(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitTimeout):
+		t.Fatalf("waited %v for %s", waitTimeout, what)
+	}
+}
+
+// nextAfterLoad returns k's next ID once the loader has published the
+// segment the store just returned (it does so just after the store
+// answers); ErrUnavailable until then.
+func nextAfterLoad(t *testing.T, k *segment.Key) int64 {
+	t.Helper()
+	var id int64
+	poll(t, "the loaded segment to serve", func() bool {
+		var err error
+		id, err = k.Next(context.Background())
+		if err != nil && !errors.Is(err, segment.ErrUnavailable) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	return id
+}
+
+// TestPreload: the double buffer loads the next segment once LoadAt of the
+// current one is used, before it runs out, so crossing into the next
+// segment does not wait for the store.
+func TestPreload(t *testing.T) {
+	t.Parallel()
+	f, a, _ := setup(t, 10, segment.Options{Step: segment.StepPolicy{Fixed: true}, LoadAt: 0.5})
+	k, _ := a.Key("k")
+	take(t, k, 5) // 1..5 from [1,11): below the trigger (6), one load
+	if n := callsOf(f); n != 1 {
+		t.Fatalf("store called %d times before the trigger, want 1", n)
+	}
+	take(t, k, 1) // 6: at the trigger
+	poll(t, "the next segment to load in the background", func() bool { return k.Stats().NextReady })
+	if n := callsOf(f); n != 2 {
+		t.Fatalf("store called %d times after the trigger, want 2", n)
+	}
+	// The store now hangs: the rest of [1,11) and the first ID of [11,21)
+	// must come from memory.
+	hang := make(chan struct{})
+	defer close(hang)
+	f.set(func(f *fakeStore) { f.block = hang })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for want := int64(7); want <= 11; want++ {
+		id, err := k.Next(ctx)
+		if err != nil || id != want {
+			t.Fatalf("Next = %d, %v; want %d from the preloaded buffers without the store", id, err, want)
+		}
 	}
 }
 
@@ -372,19 +430,9 @@ func TestStoreWentBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
-		<-ok
+		recv(t, ok, "the store's answer to a retry")
 	}
-	for {
-		id, err := k.Next(ctx)
-		if err == nil {
-			if seen[id] || id != 25 {
-				t.Fatalf("ID after recovery = %d (seen before: %v), want 25", id, seen[id])
-			}
-			break
-		}
-		if !errors.Is(err, segment.ErrUnavailable) {
-			t.Fatal(err)
-		}
-		runtime.Gosched()
+	if id := nextAfterLoad(t, k); seen[id] || id != 25 {
+		t.Fatalf("ID after recovery = %d (seen before: %v), want 25", id, seen[id])
 	}
 }
