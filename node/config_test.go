@@ -110,11 +110,15 @@ func TestReacquireAfterLoss(t *testing.T) {
 		}
 		ch := make(chan res, 1)
 		go func() { id, err := n.Next(ctx); ch <- res{id, err} }()
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			select {
 			case r := <-ch:
 				return r.id, r.err
 			default:
+			}
+			if time.Now().After(deadline) {
+				return 0, errors.New("Next did not return within 30 s of advancing the fake clock")
 			}
 			if clk.Sleepers() > 0 {
 				clk.Advance(100 * time.Millisecond)

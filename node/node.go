@@ -90,6 +90,11 @@ type Node struct {
 	lastMu sync.Mutex
 	last   error // why cur is nil
 
+	// floors holds, per worker ID this node held before, the horizon its
+	// last lease on that ID had recorded. Only the goroutine that binds
+	// (New, then watch) touches it.
+	floors map[int64]time.Time
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -112,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if (cfg.Coordinator == "") == (cfg.Assigner == nil) {
 		return nil, fmt.Errorf("%w: set exactly one of Coordinator and Assigner", ErrConfig)
 	}
-	n := &Node{cfg: cfg, clk: cfg.Clock, assigner: cfg.Assigner, log: cfg.Logger}
+	n := &Node{cfg: cfg, clk: cfg.Clock, assigner: cfg.Assigner, log: cfg.Logger, floors: map[int64]time.Time{}}
 	if n.clk == nil {
 		n.clk = clock.NewReal()
 	}
@@ -227,6 +232,9 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 		return nil, fmt.Errorf("%w: the Assigner's clock is not Config.Clock: the lease's fence would be judged on another monotonic clock (give both the same clock.Clock)", ErrConfig)
 	}
 	s.Clock, s.Horizon, s.Fence = n.clk, l, l
+	if f, ok := n.floors[l.ID()]; ok {
+		s.Horizon = floored{l, f}
+	}
 	g, err := snowflake.New(n.cfg.Layout, s)
 	if err != nil {
 		l.Close()
@@ -234,6 +242,35 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 	}
 	n.log.Info("node: worker lease acquired", "worker_id", l.ID(), "generation", l.Generation())
 	return &binding{lease: l, gen: g}, nil
+}
+
+// floored is a lease whose Load answers at least floor: the horizon this
+// node's previous lease on the same worker ID had recorded. A coordinator
+// whose record went backwards (an operator's set, a Leaf node writing its
+// clock) then cannot make the new generator stamp what the old one may
+// have stamped. Extend and Release are the lease's own.
+type floored struct {
+	*worker.Lease
+	floor time.Time
+}
+
+func (f floored) Load(ctx context.Context) (time.Time, error) {
+	h, err := f.Lease.Load(ctx)
+	if err == nil && f.floor.After(h) {
+		h = f.floor
+	}
+	return h, err
+}
+
+// retire closes a binding's generator and lease and remembers the horizon
+// the lease recorded, every ID the generator issued being stamped at or
+// below it.
+func (n *Node) retire(b *binding) {
+	b.gen.Close()
+	if h, err := b.lease.Load(context.Background()); err == nil && h.After(n.floors[b.lease.ID()]) {
+		n.floors[b.lease.ID()] = h
+	}
+	b.lease.Close()
 }
 
 // watch replaces the binding when its lease is lost.
@@ -248,8 +285,7 @@ func (n *Node) watch(b *binding) {
 		lost := b.lease.Err()
 		n.setLast(fmt.Errorf("%w: worker id %d generation %d: %w", ErrNoLease, b.lease.ID(), b.lease.Generation(), lost))
 		n.cur.CompareAndSwap(b, nil)
-		b.gen.Close()
-		b.lease.Close()
+		n.retire(b)
 		n.log.Warn("node: worker lease lost; re-acquiring", "worker_id", b.lease.ID(), "err", lost)
 		nb, err := n.acquire(n.ctx, -1)
 		if err != nil {
