@@ -436,3 +436,64 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestPerWorkerOrderMatchesBruteForce: three workers' IDs interleaved, each
+// worker's own sequence disturbed differently; the per-worker descents and
+// displacements equal the O(n^2) definitions on each worker's subsequence.
+func TestPerWorkerOrderMatchesBruteForce(t *testing.T) {
+	t.Parallel()
+	tw, _ := snowflake.Lookup("twitter")
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(6, 6))
+	per := map[int64][]int64{}
+	var ids []int64
+	for i := range 1500 {
+		w := int64(rng.IntN(3))
+		id, _ := snowflake.Compose(tw, snowflake.Parts{Time: start.Add(time.Duration(i) * time.Millisecond), Node: map[string]int64{"worker": w}})
+		per[w] = append(per[w], id)
+	}
+	// Worker 0 untouched, worker 1 with swaps 5 apart, worker 2 with one ID
+	// moved 40 places back.
+	for i := 0; i+5 < len(per[1]); i += 37 {
+		per[1][i], per[1][i+5] = per[1][i+5], per[1][i]
+	}
+	w2 := per[2]
+	moved := w2[100]
+	w2 = append(w2[:100], w2[101:]...)
+	w2 = append(w2[:60], append([]int64{moved}, w2[60:]...)...)
+	per[2] = w2
+	// Interleave the workers round-robin, keeping each worker's order.
+	pos := map[int64]int{}
+	for len(ids) < 1500 {
+		for w := int64(0); w < 3; w++ {
+			if pos[w] < len(per[w]) {
+				ids = append(ids, per[w][pos[w]])
+				pos[w]++
+			}
+		}
+	}
+	rep := analyseLines(t, toLines(ids), Options{Layout: tw})
+	if rep.Order.Workers != 3 {
+		t.Fatalf("workers %d", rep.Order.Workers)
+	}
+	got := map[string]WorkerOrder{}
+	for _, w := range rep.Order.PerWorker {
+		got[w.Worker] = w
+	}
+	for w := int64(0); w < 3; w++ {
+		seq := per[w]
+		descents := 0
+		for i := 1; i < len(seq); i++ {
+			if seq[i] < seq[i-1] {
+				descents++
+			}
+		}
+		g := got[fmt.Sprintf("datacenter=0 worker=%d", w)]
+		if want := bruteDisplacement(seq); g.Count != len(seq) || g.MaxDisplacement != want || g.Descents != descents {
+			t.Errorf("worker %d: count %d displacement %d descents %d; want %d, %d, %d", w, g.Count, g.MaxDisplacement, g.Descents, len(seq), want, descents)
+		}
+	}
+	if want := bruteDisplacement(ids); rep.Order.Overall.MaxDisplacement != want {
+		t.Errorf("overall displacement %d, want %d", rep.Order.Overall.MaxDisplacement, want)
+	}
+}

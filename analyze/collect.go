@@ -186,6 +186,9 @@ type Order struct {
 // OrderStats is the disorder of one sequence of IDs.
 type OrderStats struct {
 	Count int `json:"count"`
+	// Pairs is the number of consecutive pairs compared: Count-1 per
+	// sequence.
+	Pairs int `json:"pairs"`
 	// Descents counts IDs lower than the ID before them; equal IDs are
 	// duplicates, not descents.
 	Descents        int     `json:"descents"`
@@ -244,6 +247,7 @@ func (c *collector) order(rep *Report, rank []int32) {
 		}
 	}
 	if n > 1 {
+		o.Overall.Pairs = n - 1
 		o.Overall.DescentFraction = float64(o.Overall.Descents) / float64(n-1)
 	}
 	if c.workers == nil {
@@ -321,7 +325,8 @@ func (c *collector) workerOrder(rep *Report) {
 		s := &stats[w]
 		s.Worker = c.p.workerLabel(c.wRecs[w])
 		if s.Count > 1 {
-			s.DescentFraction = float64(s.Descents) / float64(s.Count-1)
+			s.Pairs = s.Count - 1
+			s.DescentFraction = float64(s.Descents) / float64(s.Pairs)
 		}
 		ws := &o.Worst
 		ws.Count += s.Count
@@ -334,7 +339,8 @@ func (c *collector) workerOrder(rep *Report) {
 		}
 	}
 	if o.Worst.Count > nw {
-		o.Worst.DescentFraction = float64(o.Worst.Descents) / float64(o.Worst.Count-nw)
+		o.Worst.Pairs = o.Worst.Count - nw
+		o.Worst.DescentFraction = float64(o.Worst.Descents) / float64(o.Worst.Pairs)
 	}
 	slices.SortStableFunc(stats, func(a, b WorkerOrder) int {
 		if a.Descents != b.Descents {

@@ -206,7 +206,7 @@ func writeAnalysisText(w io.Writer, r *analyze.Report) {
 }
 
 func orderLine(s analyze.OrderStats) string {
-	out := fmt.Sprintf("%d of %d lower than the previous (%.4f %%), largest displacement %d", s.Descents, max(s.Count-1, 0), 100*s.DescentFraction, s.MaxDisplacement)
+	out := fmt.Sprintf("%d of %d lower than the previous (%.4f %%), largest displacement %d", s.Descents, s.Pairs, 100*s.DescentFraction, s.MaxDisplacement)
 	if s.FirstDescentLine > 0 {
 		out += fmt.Sprintf(", first at line %d", s.FirstDescentLine)
 	}
