@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/idmint/idmint/idformat"
 	"github.com/idmint/idmint/node"
 	"github.com/idmint/idmint/snowflake"
+	"github.com/idmint/idmint/worker"
 )
 
 func init() {
@@ -136,8 +138,8 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "gen snowflake", "[--layout NAME|SPEC] [--node name=v,...] [--coordinator URL] [--horizon FILE] [-n N]")
 	layoutText := fs.String("layout", "twitter", "built-in layout name (see `idmint layouts`) or a spec such as time=41:1ms,worker=10,seq=12,epoch=2010-11-04T01:42:54.657Z")
 	nodeText := fs.String("node", "", "node field values, e.g. datacenter=1,worker=3 (every node field of the layout must be set, unless --coordinator assigns the worker)")
-	coord := fs.String("coordinator", "", "lease the worker ID from a coordinator: file:///path, etcd://host:2379/prefix, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path")
-	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing below it (without --coordinator)")
+	coord := fs.String("coordinator", "", "lease the worker ID from a coordinator: file:///path, etcd://host:2379/prefix, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path, static://N, ip://, mac://")
+	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing at or below this run's IDs (without --coordinator, or with static://, ip:// or mac://; the other coordinators record it themselves)")
 	shardKey := fs.String("shard-key", "", "derive the layout's shard field from this shard key (e.g. a user ID) with the keyed gene of env "+geneSecretEnv+", so one key's IDs land on one shard without revealing it (Instagram's layout)")
 	n := fs.Int("n", 1, "how many IDs to issue")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -161,10 +163,11 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	}
 	var next func(ctx context.Context, dst []int64) (int, error)
 	if *coord != "" {
-		if *horizon != "" {
-			return usagef("flag --horizon: %q cannot be combined with --coordinator (the coordinator records the horizon)", *horizon)
+		wopts, err := coordinatorHorizon(*coord, *horizon)
+		if err != nil {
+			return err
 		}
-		nd, err := node.New(ctx, node.Config{Layout: layout, Coordinator: *coord, Node: nodeVals})
+		nd, err := node.New(ctx, node.Config{Layout: layout, Coordinator: *coord, Node: nodeVals, Worker: wopts})
 		if err != nil {
 			return err
 		}
@@ -183,6 +186,26 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 		next = g.NextN
 	}
 	return writeInt64s(ctx, e, *n, next)
+}
+
+// coordinatorHorizon returns the worker options that put the horizon of a
+// static, ip or mac coordinator in the --horizon file. The other
+// coordinators record the horizon themselves, so --horizon with them is
+// bad input, as is a horizon named twice.
+func coordinatorHorizon(coord, horizon string) ([]worker.Option, error) {
+	if horizon == "" {
+		return nil, nil
+	}
+	scheme, rest, _ := strings.Cut(coord, "://")
+	switch scheme = strings.ToLower(scheme); scheme {
+	case "static", "ip", "mac":
+		_, query, _ := strings.Cut(rest, "?")
+		if q, err := url.ParseQuery(query); err == nil && q.Has("horizon") {
+			return nil, usagef("flag --horizon: %q given, and the --coordinator URL names horizon= too; name the file once", horizon)
+		}
+		return []worker.Option{worker.WithHorizonFile(horizon)}, nil
+	}
+	return nil, usagef("flag --horizon: %q cannot be combined with --coordinator %s://: that coordinator records the horizon itself (only static://, ip:// and mac:// take --horizon)", horizon, scheme)
 }
 
 // shardFromGene sets the layout's "shard" node field to the gene of
