@@ -6,7 +6,9 @@
 package idtest
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,11 +22,16 @@ import (
 // back. When cmp is not nil it also fails unless each goroutine's IDs
 // strictly increase under cmp (cmp(a, b) < 0 when a sorts before b).
 //
+// It fails t, saying how far each goroutine got, if they have not all
+// finished within Timeout: a generator that blocks fails fast instead of
+// holding the test until go test's own timeout.
+//
 // next may advance a fake clock; it must not call t.Fatal.
 func Unique[K comparable](t testing.TB, goroutines, perG int, next func(w, i int) (K, error), cmp func(a, b K) int) [][]K {
 	t.Helper()
 	out := make([][]K, goroutines)
 	errs := make(chan error, goroutines)
+	progress := make([]atomic.Int64, goroutines)
 	var wg sync.WaitGroup
 	for w := range goroutines {
 		wg.Go(func() {
@@ -36,11 +43,22 @@ func Unique[K comparable](t testing.TB, goroutines, perG int, next func(w, i int
 					return
 				}
 				ids = append(ids, id)
+				progress[w].Add(1)
 			}
 			out[w] = ids
 		})
 	}
-	wg.Wait()
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(Timeout):
+		got := make([]int64, goroutines)
+		for w := range progress {
+			got[w] = progress[w].Load()
+		}
+		t.Fatalf("idtest.Unique: after %v the goroutines had taken %v of %d IDs each; a call blocks", Timeout, got, perG)
+	}
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
@@ -63,9 +81,14 @@ func Unique[K comparable](t testing.TB, goroutines, perG int, next func(w, i int
 	return out
 }
 
+// Timeout bounds every wait in this package: Unique's goroutines, and
+// each of AfterWait's two waits.
+var Timeout = time.Minute
+
 // AfterWait calls next in a goroutine, waits until it sleeps on clk (the
 // generator ran out of its time unit), advances clk by d and returns what
-// next returned. It fails t if next fails.
+// next returned. It fails t if next fails, if it never sleeps, or if it
+// does not return after the advance (each within Timeout).
 func AfterWait[K any](t testing.TB, clk *clock.Fake, d time.Duration, next func() (K, error)) K {
 	t.Helper()
 	type result struct {
@@ -77,11 +100,23 @@ func AfterWait[K any](t testing.TB, clk *clock.Fake, d time.Duration, next func(
 		id, err := next()
 		done <- result{id, err}
 	}()
-	if err := clk.WaitForSleepers(t.Context(), 1); err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
+	defer cancel()
+	if err := clk.WaitForSleepers(ctx, 1); err != nil {
+		select {
+		case r := <-done:
+			t.Fatalf("idtest.AfterWait: next returned (%v, %v) without waiting for the clock", r.id, r.err)
+		default:
+		}
+		t.Fatalf("idtest.AfterWait: next did not sleep on the clock within %v: %v", Timeout, err)
 	}
 	clk.Advance(d)
-	r := <-done
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(Timeout):
+		t.Fatalf("idtest.AfterWait: next did not return within %v after the clock moved %v", Timeout, d)
+	}
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

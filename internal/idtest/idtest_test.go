@@ -84,3 +84,44 @@ func TestAfterWait(t *testing.T) {
 		t.Fatalf("woke at %v", got)
 	}
 }
+
+// TestWaitsAreBounded: a generator that blocks fails Unique and AfterWait
+// within Timeout instead of hanging the test. Not parallel: it shortens
+// the package's Timeout.
+func TestWaitsAreBounded(t *testing.T) {
+	old := Timeout
+	Timeout = 200 * time.Millisecond
+	defer func() { Timeout = old }()
+	release := make(chan struct{})
+	defer close(release)
+	block := func() (int, error) { <-release; return 0, nil }
+
+	began := time.Now()
+	if !fails(t, func(tb testing.TB) {
+		Unique(tb, 2, 3, func(w, i int) (int, error) {
+			if w == 1 && i == 1 {
+				return block()
+			}
+			return w*10 + i, nil
+		}, nil)
+	}) {
+		t.Error("Unique passed with a goroutine blocked")
+	}
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	if !fails(t, func(tb testing.TB) { AfterWait(tb, clk, time.Second, block) }) {
+		t.Error("AfterWait passed with next blocked off the clock")
+	}
+	if !fails(t, func(tb testing.TB) {
+		AfterWait(tb, clk, time.Second, func() (int, error) {
+			if err := clk.Sleep(context.Background(), time.Second); err != nil {
+				return 0, err
+			}
+			return block()
+		})
+	}) {
+		t.Error("AfterWait passed with next blocked after the clock moved")
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("three bounded waits took %v", took)
+	}
+}
