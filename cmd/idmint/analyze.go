@@ -155,12 +155,12 @@ func writeAnalysisText(w io.Writer, r *analyze.Report) {
 		}
 	}
 	if t := r.Time; t != nil {
-		p("time        %s .. %s (%s)", t.First.Format(time.RFC3339Nano), t.Last.Format(time.RFC3339Nano), t.Span.Round(time.Millisecond))
+		p("time        %s .. %s (%s)", t.First.Format(stampFormat), t.Last.Format(stampFormat), t.Span.Round(time.Millisecond))
 		capacity := ""
 		if t.CapacityPerTick > 0 {
 			capacity = fmt.Sprintf(" (a worker may issue %d)", t.CapacityPerTick)
 		}
-		p("            %.1f IDs/s; peak %d IDs in one tick of %v at %s%s", t.RatePerSecond, t.PeakPerTick, t.Tick, t.PeakAt.Format(time.RFC3339Nano), capacity)
+		p("            %.1f IDs/s; peak %d IDs in one tick of %v at %s%s", t.RatePerSecond, t.PeakPerTick, t.Tick, t.PeakAt.Format(stampFormat), capacity)
 	}
 	if m := r.Mod; m != nil {
 		sample := "all IDs"
@@ -204,6 +204,9 @@ func writeAnalysisText(w io.Writer, r *analyze.Report) {
 		p("  %-8s %-10s %s", f.Severity, f.Kind, f.Message)
 	}
 }
+
+// stampFormat shows times to the millisecond, always with three digits.
+const stampFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func orderLine(s analyze.OrderStats) string {
 	out := fmt.Sprintf("%d of %d lower than the previous (%.4f %%), largest displacement %d", s.Descents, s.Pairs, 100*s.DescentFraction, s.MaxDisplacement)
@@ -288,7 +291,7 @@ svg text{font:11px sans-serif;fill:#444}
 			vals[i] = float64(pt.MaxDisplacement)
 			red[i] = pt.Descents > 0
 		}
-		barChart(&b, vals, red, "displacement", "line 1", fmt.Sprintf("ID %d", r.Count), 0)
+		barChart(&b, vals, red, "displacement", "ID 1", fmt.Sprintf("ID %d", r.Count), 0)
 	}
 	fmt.Fprintf(&b, "<h2>Summary</h2>\n<pre>%s</pre>\n</body></html>\n", esc(text.String()))
 	_, err := io.WriteString(w, b.String())
