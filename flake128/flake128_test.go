@@ -73,7 +73,7 @@ func TestParseErrors(t *testing.T) {
 		t.Errorf("MaxWait -1: %v", err)
 	}
 	g, _ := New(1, Settings{Clock: clock.NewFake(time.Unix(-1, 0))})
-	if _, err := g.Next(t.Context()); !errors.Is(err, ErrTime) {
+	if _, err := g.Next(idtest.Context(t)); !errors.Is(err, ErrTime) {
 		t.Errorf("1969: %v", err)
 	}
 }
@@ -99,7 +99,7 @@ func TestSequenceExhaustionAndRollback(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	g, _ := New(42, Settings{Clock: clk})
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	var prev ID
 	for i := range 1 << 16 {
 		id, err := g.Next(ctx)
@@ -144,8 +144,9 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	g, _ := New(7, Settings{Clock: clk})
+	ctx := idtest.Context(t)
 	idtest.Unique(t, 8, 20000, func(int, int) (ID, error) {
-		id, err := g.Next(t.Context())
+		id, err := g.Next(ctx)
 		clk.Advance(time.Microsecond)
 		return id, err
 	}, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })

@@ -72,8 +72,9 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := idtest.Context(t)
 	out := idtest.Unique(t, 8, 20000, func(_, i int) (ID, error) {
-		id, err := g.Next(t.Context())
+		id, err := g.Next(ctx)
 		if i%5000 == 0 {
 			clk.Advance(time.Second)
 		}
@@ -91,7 +92,7 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 func TestTextRoundTrip(t *testing.T) {
 	t.Parallel()
 	g, _ := New(Settings{})
-	id, err := g.Next(t.Context())
+	id, err := g.Next(idtest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestMonotonicAcrossRollbackAndUnique(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	g, _ := New(Settings{Clock: clk})
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	var prev ULID
 	for i := range 30000 {
 		switch i {
@@ -83,7 +83,7 @@ func TestEntropyOverflowWaits(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	g, _ := New(Settings{Clock: clk, Rand: bytes.NewReader(bytes.Repeat([]byte{0xff}, 4096))})
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	first, err := g.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -103,11 +103,11 @@ func TestSettingsAndErrors(t *testing.T) {
 		t.Errorf("MaxWait -1: %v", err)
 	}
 	g, _ := New(Settings{Rand: bytes.NewReader(nil)})
-	if _, err := g.Next(t.Context()); err == nil {
+	if _, err := g.Next(idtest.Context(t)); err == nil {
 		t.Error("empty Rand accepted")
 	}
 	g, _ = New(Settings{Clock: clock.NewFake(time.Unix(-5, 0))})
-	if _, err := g.Next(t.Context()); !errors.Is(err, ErrTime) {
+	if _, err := g.Next(idtest.Context(t)); !errors.Is(err, ErrTime) {
 		t.Errorf("1969: %v", err)
 	}
 }
@@ -116,8 +116,9 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	g, _ := New(Settings{Clock: clk})
+	ctx := idtest.Context(t)
 	idtest.Unique(t, 8, 20000, func(int, int) (ULID, error) {
-		id, err := g.Next(t.Context())
+		id, err := g.Next(ctx)
 		clk.Advance(time.Microsecond)
 		return id, err
 	}, ULID.Compare)

@@ -54,8 +54,9 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			ctx := idtest.Context(t)
 			out := idtest.Unique(t, workers, n, func(int, int) (UUID, error) {
-				id, err := g.Next(t.Context())
+				id, err := g.Next(ctx)
 				if tc.step > 0 {
 					clk.Advance(tc.step)
 				}
@@ -79,7 +80,7 @@ func TestV7MonotonicAcrossRollback(t *testing.T) {
 	t.Parallel()
 	clk := fakeAt(t0)
 	g, _ := NewV7(Settings{Clock: clk})
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	var prev UUID
 	for i := range 30000 {
 		switch i {
@@ -116,8 +117,9 @@ func TestV7NeverAheadUnderLoad(t *testing.T) {
 	t.Parallel()
 	clk := fakeAt(t0)
 	g, _ := NewV7(Settings{Clock: clk})
+	ctx := idtest.Context(t)
 	for range 100000 { // 100k IDs in one millisecond; Method 3 would lead by 24 ms
-		if _, err := g.Next(t.Context()); err != nil {
+		if _, err := g.Next(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +136,7 @@ func TestV7CounterExhausted(t *testing.T) {
 	clk := fakeAt(t0)
 	g, _ := NewV7(Settings{Clock: clk, Rand: bytes.NewReader(make([]byte, 4096))})
 	g.limit = 4 // counter seeds at 0 from the zero reader: 4 IDs per ms
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	var ids []UUID
 	for range 4 {
 		id, err := g.Next(ctx)
@@ -160,7 +162,7 @@ func TestV1OverloadWaitsInsteadOfRunningAhead(t *testing.T) {
 	t.Parallel()
 	clk := fakeAt(t0)
 	g, _ := NewV1(Settings{Clock: clk, MaxAhead: time.Microsecond}) // 10 ticks
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	var ids []UUID
 	for range 11 {
 		id, err := g.Next(ctx)
@@ -191,7 +193,7 @@ func TestV1RollbackBumpsClockSequence(t *testing.T) {
 	t.Parallel()
 	clk := fakeAt(t0)
 	g, _ := NewV6(Settings{Clock: clk})
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	a, _ := g.Next(ctx)
 	clk.Step(-500 * time.Nanosecond) // within MaxAhead: same sequence, tick moves on
 	b, _ := g.Next(ctx)
@@ -230,20 +232,20 @@ func TestSettingsAndInputErrors(t *testing.T) {
 		t.Errorf("NewV1 with empty Rand = %v", err)
 	}
 	v4, _ := NewV4(Settings{Rand: bytes.NewReader(nil)})
-	if _, err := v4.Next(t.Context()); !errors.Is(err, io.EOF) {
+	if _, err := v4.Next(idtest.Context(t)); !errors.Is(err, io.EOF) {
 		t.Errorf("V4.Next with empty Rand = %v", err)
 	}
 	v7, _ := NewV7(Settings{Clock: fakeAt(time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC))})
-	if _, err := v7.Next(t.Context()); !errors.Is(err, ErrTime) {
+	if _, err := v7.Next(idtest.Context(t)); !errors.Is(err, ErrTime) {
 		t.Errorf("V7 in 1960 = %v, want ErrTime", err)
 	}
 	v1, _ := NewV1(Settings{Clock: fakeAt(time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC))})
-	if _, err := v1.Next(t.Context()); !errors.Is(err, ErrTime) {
+	if _, err := v1.Next(idtest.Context(t)); !errors.Is(err, ErrTime) {
 		t.Errorf("V1 in 1500 = %v, want ErrTime", err)
 	}
 	// Before the Unix epoch but after 1582 is fine for v1.
 	v1, _ = NewV1(Settings{Clock: fakeAt(time.Date(1901, 2, 3, 4, 5, 6, 700, time.UTC))})
-	u, err := v1.Next(t.Context())
+	u, err := v1.Next(idtest.Context(t))
 	if ts, _ := u.Time(); err != nil || !ts.Equal(time.Date(1901, 2, 3, 4, 5, 6, 700, time.UTC)) {
 		t.Errorf("V1 in 1901 = %v, %v", ts, err)
 	}
@@ -341,8 +343,8 @@ func BenchmarkParse(b *testing.B) {
 func TestV7CounterGuardBit(t *testing.T) {
 	t.Parallel()
 	g, _ := NewV7(Settings{Clock: fakeAt(t0), Rand: bytes.NewReader(bytes.Repeat([]byte{0xff}, 4096))})
-	a, _ := g.Next(t.Context())
-	b, _ := g.Next(t.Context())
+	a, _ := g.Next(idtest.Context(t))
+	b, _ := g.Next(idtest.Context(t))
 	if a[6]&0x08 != 0 {
 		t.Fatalf("counter guard bit set in %s", a)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	guuid "github.com/google/uuid"
+
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 // RFC 9562 Appendix A example values (A.1 v1, A.3 v4, A.5 v6, A.6 v7).
@@ -91,7 +93,7 @@ func rfcReader(first []byte) *bytes.Reader {
 
 func TestGeneratorsReproduceRFCExamples(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	clk := fakeAt(rfcTime)
 	v1, err := NewV1(Settings{Clock: clk, Rand: rfcReader([]byte{0x33, 0xC8}), Node: rfcNode[:]})
 	if err != nil {
@@ -196,13 +198,14 @@ func TestMySQLSwap(t *testing.T) {
 	clk := fakeAt(rfcTime)
 	g, _ := NewV1(Settings{Clock: clk})
 	var prev [16]byte
+	ctx := idtest.Context(t)
 	for i := range 2000 {
 		// Cross a time_low wrap (2^32 ticks ≈ 7 minutes) half way.
 		if i == 1000 {
 			clk.Advance(10 * time.Minute)
 		}
 		clk.Advance(time.Microsecond)
-		id, err := g.Next(t.Context())
+		id, err := g.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func TestSettings(t *testing.T) {
 		t.Error("empty Rand accepted")
 	}
 	g, _ := New(Settings{Machine: []byte{1, 2, 3}, PID: 0x4567})
-	id, err := g.Next(t.Context())
+	id, err := g.Next(idtest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestSettings(t *testing.T) {
 		t.Errorf("machine %x pid %x", id.Machine(), id.Pid())
 	}
 	d, _ := New(Settings{})
-	id, _ = d.Next(t.Context())
+	id, _ = d.Next(idtest.Context(t))
 	if ref := rsxid.New(); !bytes.Equal(id.Machine(), ref.Machine()) || id.Pid() != ref.Pid() {
 		t.Errorf("defaults differ from rs/xid: %x/%x vs %x/%x", id.Machine(), id.Pid(), ref.Machine(), ref.Pid())
 	}
@@ -80,8 +80,9 @@ func TestUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	g, _ := New(Settings{Clock: clk})
+	ctx := idtest.Context(t)
 	idtest.Unique(t, 8, 20000, func(_, i int) (ID, error) {
-		id, err := g.Next(t.Context())
+		id, err := g.Next(ctx)
 		if i%4000 == 0 {
 			clk.Advance(time.Second)
 		}

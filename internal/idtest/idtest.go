@@ -122,3 +122,13 @@ func AfterWait[K any](t testing.TB, clk *clock.Fake, d time.Duration, next func(
 	}
 	return r.id
 }
+
+// Context returns a context for a test's calls to a generator: t's own,
+// with a deadline Timeout from now. A Next that waits on a fake clock
+// nobody advances then fails with context.DeadlineExceeded instead of
+// holding the test until go test's own timeout.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -23,7 +23,7 @@ func TestCounterWrapDoesNotRepeat(t *testing.T) {
 	clk := clock.NewFake(t0)
 	g := New(clk, time.Second, Errors{errTime, errExhausted}, [5]byte{1, 2, 3, 4, 5}, PerSecond-2)
 	g.SetLimit(1000) // keep the test small; the logic is the same at 2^24
-	ctx := t.Context()
+	ctx := idtest.Context(t)
 	seen := map[[12]byte]bool{}
 	for range 1000 {
 		id, err := g.Next(ctx)
@@ -59,7 +59,7 @@ func TestTimeRange(t *testing.T) {
 	t.Parallel()
 	for _, at := range []time.Time{time.Unix(-1, 0), time.Unix(1<<32, 0)} {
 		g := New(clock.NewFake(at), time.Second, Errors{errTime, errExhausted}, [5]byte{}, 0)
-		if _, err := g.Next(t.Context()); !errors.Is(err, errTime) {
+		if _, err := g.Next(idtest.Context(t)); !errors.Is(err, errTime) {
 			t.Errorf("at %v: %v", at, err)
 		}
 	}
