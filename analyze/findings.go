@@ -72,7 +72,7 @@ func (c *collector) findings(rep *Report) {
 	}
 	if m := rep.Mod; m != nil && m.Skewed {
 		w := m.Worst
-		add(Warning, "skew", "id mod N is uneven for %d of %d Ns; worst N = %d: the fullest residue holds %.2fx its share, %d of %d residues are empty (chi-square %.0f, p = %.2g). Sharding by id %% %d would be skewed: the seed survey's warning about sequences that restart at 0 on every tick. Start each tick's sequence at a random value over its whole range (layout seq=<bits>:rand) or shard by a hash of the ID; Leaf's start in 0-99 still leaves N = 128, 256, 512, 1024 uneven",
+		add(Warning, "skew", "id mod N is uneven for %d of %d Ns; worst N = %d: the fullest residue holds %.2fx its share, %d of %d residues are empty (chi-square %.0f, p = %.2g). Sharding by id %% %d would be skewed: the seed survey's warning about sequences that restart at 0 on every tick. Start each tick's sequence at a random value over its whole range (layout seq=<bits>:rand) or shard by a hash of the ID; Leaf's start in 0-99 still skews id mod 32, 64, 128 and up, which 100 is not a multiple of",
 			m.SkewedNs, MaxMod-1, w.N, w.MaxShare, w.Empty, w.N, w.Chi2, w.P, w.N)
 	}
 	if e := rep.End; e != nil {
