@@ -497,3 +497,25 @@ func TestPerWorkerOrderMatchesBruteForce(t *testing.T) {
 		t.Errorf("overall displacement %d, want %d", rep.Order.Overall.MaxDisplacement, want)
 	}
 }
+
+// TestLeafStartSkew: Leaf's random sequence start in [0, 100) balances id
+// mod 100 but not mod 32 (residues 0-3 take 4 of the 100 starts, the
+// others 3).
+func TestLeafStartSkew(t *testing.T) {
+	t.Parallel()
+	leaf, _ := snowflake.Lookup("leaf")
+	rng := rand.New(rand.NewPCG(7, 7))
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var ids []int64
+	for i := range 50000 {
+		id, _ := snowflake.Compose(leaf, snowflake.Parts{Time: start.Add(time.Duration(i*7) * time.Millisecond), Node: map[string]int64{"worker": 5}, Sequence: rng.Int64N(100)})
+		ids = append(ids, id)
+	}
+	m := analyseLines(t, toLines(ids), Options{Layout: leaf}).Mod
+	if r := m.ByN[32-2]; !m.IsSkewed(r) || math.Abs(r.MaxShare-4.0/3) > 0.1 {
+		t.Errorf("N = 32: %+v", r)
+	}
+	if r := m.ByN[100-2]; m.IsSkewed(r) {
+		t.Errorf("N = 100: %+v", r)
+	}
+}
