@@ -107,6 +107,10 @@ func writeFileAtomic(path string, fill func(io.Writer) error) error {
 		return err
 	}
 	defer os.Remove(f.Name())
+	if err := f.Chmod(0o644); err != nil { // a report to share, like any file the shell writes
+		f.Close()
+		return err
+	}
 	if err := fill(f); err != nil {
 		f.Close()
 		return err
