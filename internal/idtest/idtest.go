@@ -102,13 +102,15 @@ func AfterWait[K any](t testing.TB, clk *clock.Fake, d time.Duration, next func(
 	}()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
-	if err := clk.WaitForSleepers(ctx, 1); err != nil {
-		select {
-		case r := <-done:
-			t.Fatalf("idtest.AfterWait: next returned (%v, %v) without waiting for the clock", r.id, r.err)
-		default:
+	asleep := make(chan error, 1)
+	go func() { asleep <- clk.WaitForSleepers(ctx, 1) }()
+	select {
+	case r := <-done:
+		t.Fatalf("idtest.AfterWait: next returned (%v, %v) without waiting for the clock", r.id, r.err)
+	case err := <-asleep:
+		if err != nil {
+			t.Fatalf("idtest.AfterWait: next did not sleep on the clock within %v: %v", Timeout, err)
 		}
-		t.Fatalf("idtest.AfterWait: next did not sleep on the clock within %v: %v", Timeout, err)
 	}
 	clk.Advance(d)
 	var r result
