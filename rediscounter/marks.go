@@ -52,8 +52,12 @@ func NewSQLMarks(ctx context.Context, db *sqldb.DB) (*SQLMarks, error) {
 	return m, nil
 }
 
-// Mark returns the persisted mark of name, 0 if none.
+// Mark returns the persisted mark of name, 0 if none. Like every call of
+// SQLMarks it gives up after the DB's Timeout when ctx sets no earlier
+// deadline, so a database that stops answering costs an error, not a hang.
 func (m *SQLMarks) Mark(ctx context.Context, name string) (int64, error) {
+	ctx, cancel := m.db.Bound(ctx)
+	defer cancel()
 	var v int64
 	err := m.db.QueryRowContext(ctx, m.selectQ, name).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -68,7 +72,10 @@ func (m *SQLMarks) Mark(ctx context.Context, name string) (int64, error) {
 // Raise upserts max(mark, target) in one autocommitted statement, then
 // reads the mark back: possibly higher, if another process raised it.
 func (m *SQLMarks) Raise(ctx context.Context, name string, target int64) (int64, error) {
-	if _, err := m.db.ExecContext(ctx, m.raise, name, target); err != nil {
+	ectx, cancel := m.db.Bound(ctx)
+	_, err := m.db.ExecContext(ectx, m.raise, name, target)
+	cancel()
+	if err != nil {
 		return 0, fmt.Errorf("rediscounter: raise mark %q to %d: %w", name, target, err)
 	}
 	v, err := m.Mark(ctx, name)
