@@ -375,3 +375,63 @@ func TestHorizonErrors(t *testing.T) {
 		t.Fatalf("Next with a horizon past End = %v", err)
 	}
 }
+
+// TestHorizonRestartSameMillisecond: Close lowers the horizon to the
+// millisecond of the last issued ID; a new generator started within that
+// same millisecond (the clock has not moved) must not issue from that
+// millisecond again — its sequence would restart at 0 and repeat IDs. It
+// waits for the next millisecond and issues above every earlier ID.
+func TestHorizonRestartSameMillisecond(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := twitter(t)
+	path := filepath.Join(t.TempDir(), "horizon")
+	g1, f := newGen(t, l, Settings{Horizon: NewFileHorizon(path)})
+	var ids []int64
+	for range 100 { // all in one millisecond: the fake clock stands still
+		ids = append(ids, mustNext(t, g1))
+	}
+	last := ids[len(ids)-1]
+	if err := g1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lastAt := mustDecode(t, l, last).Time
+	if h, _ := NewFileHorizon(path).Load(ctx); !h.Equal(lastAt) || !f.Now().Truncate(time.Millisecond).Equal(lastAt) {
+		t.Fatalf("horizon %v, clock %v; want both at the last ID's millisecond %v", h, f.Now(), lastAt)
+	}
+
+	g2, _ := newGen(t, l, Settings{Clock: f, Horizon: NewFileHorizon(path)})
+	defer g2.Close()
+	got, errc := nextAsync(g2)
+	slept := make(chan error, 1)
+	go func() { slept <- f.WaitForSleepers(ctx, 1) }()
+	select {
+	case id := <-got:
+		if id <= last {
+			t.Fatalf("restart in the same millisecond issued %d, not above the last ID %d: IDs repeat", id, last)
+		}
+		t.Fatalf("restart in the same millisecond issued %d at once; want a wait for the next millisecond", id)
+	case err := <-errc:
+		t.Fatalf("restart in the same millisecond = %v; want a wait for the next millisecond", err)
+	case err := <-slept:
+		if err != nil {
+			t.Fatalf("restarted generator neither issued nor waited: %v", err)
+		}
+	}
+	f.Advance(time.Millisecond)
+	var id int64
+	select {
+	case id = <-got:
+	case err := <-errc:
+		t.Fatal(err)
+	case <-ctx.Done():
+		t.Fatal("restarted generator still waiting a minute after the clock moved")
+	}
+	if id <= last || !mustDecode(t, l, id).Time.After(lastAt) {
+		t.Fatalf("restart issued %d at %v, want above %d and after %v", id, mustDecode(t, l, id).Time, last, lastAt)
+	}
+	if slices.Contains(ids, id) {
+		t.Fatalf("restart repeated %d", id)
+	}
+}
