@@ -64,7 +64,7 @@ func TestKnownIDs(t *testing.T) {
 func TestLookup(t *testing.T) {
 	t.Parallel()
 	names := LayoutNames()
-	want := []string{"twitter", "leaf", "sonyflake", "instagram", "baidu", "customuuid", "simpleflake", "discord"}
+	want := []string{"twitter", "leaf", "sonyflake", "instagram", "baidu", "customuuid", "simpleflake", "discord", "jssafe"}
 	if len(names) != len(want) {
 		t.Fatalf("LayoutNames = %v", names)
 	}
@@ -113,6 +113,7 @@ func TestBuiltinSpecs(t *testing.T) {
 		"customuuid":  "time=40:1ms,region=3,worker=10,seq=10:rand10,epoch=2010-11-04T01:42:54.657Z",
 		"simpleflake": "time=41:1ms,seq=22:rand,epoch=2000-01-01T05:00:00Z",
 		"discord":     "time=41:1ms,worker=5,process=5,seq=12,epoch=2015-01-01T00:00:00Z",
+		"jssafe":      "time=38:10ms,worker=6,seq=9,epoch=2025-01-01T00:00:00Z",
 	}
 	for name, spec := range want {
 		l, _ := Lookup(name)

@@ -95,6 +95,7 @@ func ExampleLayouts() {
 	// customuuid   63 bits  ends 2045-09-06
 	// simpleflake  63 bits  ends 2069-09-06
 	// discord      63 bits  ends 2084-09-06
+	// jssafe       53 bits  ends 2112-02-09
 }
 
 func ExampleNewFileHorizon() {
