@@ -22,11 +22,38 @@ var migrations embed.FS
 // migrations/0001_worker_node.sql). Staleness is judged on the database
 // server's clock, the one clock every holder shares: a row is free when
 // HEARTBEAT_MS + TTL_MS is before the database's now.
+//
+// It also works on the WORKER_NODE table uid-generator itself creates and
+// fills (baidu/uid-generator, src/main/scripts/WORKER_NODE.sql: ID BIGINT
+// AUTO_INCREMENT and HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED).
+// NewSQL adds the columns idmint needs, each NOT NULL DEFAULT 0, so
+// uid-generator's own INSERT (its column list, ID from the auto-increment)
+// keeps working beside idmint:
+//   - a row whose GENERATION is 0 was inserted by uid-generator, whose
+//     DisposableWorkerIdAssigner takes a new row on every start and never
+//     gives one back: idmint counts it as held for good and never recycles
+//     it;
+//   - idmint's explicit IDs must not be handed out again by the
+//     auto-increment: MySQL/MariaDB and SQLite move their counter past an
+//     explicit ID by themselves; on PostgreSQL idmint advances the ID
+//     column's sequence past each ID it inserts, before inserting it;
+//   - MySQL turns an explicit 0 into the next auto-increment value (unless
+//     sql_mode has NO_AUTO_VALUE_ON_ZERO), so on an AUTO_INCREMENT ID
+//     idmint starts at worker ID 1.
 type sqlAssigner struct {
 	s     settings
 	db    *sqldb.DB
 	ownDB bool // opened by Open: Close closes it
+
+	minID int64  // the lowest worker ID idmint inserts (1 on a MySQL AUTO_INCREMENT ID)
+	seq   string // PostgreSQL: the sequence behind a serial/identity ID, if any
 }
+
+// idmintColumns are the columns idmint keeps beside uid-generator's, added
+// to a table uid-generator created. Each defaults to 0, so uid-generator's
+// INSERT, which names only its own columns, still works; GENERATION 0 marks
+// its rows.
+var idmintColumns = []string{"GENERATION", "HEARTBEAT_MS", "TTL_MS", "HORIZON_NS"}
 
 // uid-generator's node types (WorkerNodeType): CONTAINER(1), ACTUAL(2).
 const nodeTypeActual = 2
@@ -42,7 +69,69 @@ func NewSQL(ctx context.Context, db *sqldb.DB, opts ...Option) (Assigner, error)
 	if err := sqldb.Migrate(mctx, db, migrations, "migrations"); err != nil {
 		return nil, fmt.Errorf("worker: sql: %w", err)
 	}
-	return &sqlAssigner{s: s, db: db}, nil
+	a := &sqlAssigner{s: s, db: db}
+	if err := a.adopt(mctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// adopt adds idmint's columns to a WORKER_NODE table that lacks them (one
+// uid-generator created: CREATE TABLE IF NOT EXISTS left it as it was) and
+// learns how its ID column auto-increments.
+func (a *sqlAssigner) adopt(ctx context.Context) error {
+	have, err := a.columns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range idmintColumns {
+		if have[c] {
+			continue
+		}
+		if _, err := a.db.ExecContext(ctx, "ALTER TABLE WORKER_NODE ADD COLUMN "+c+" BIGINT NOT NULL DEFAULT 0"); err != nil {
+			// Another process may have added it at the same moment.
+			if again, cerr := a.columns(ctx); cerr != nil || !again[c] {
+				return fmt.Errorf("worker: sql: add column %s to WORKER_NODE (a uid-generator table?): %w", c, err)
+			}
+		}
+	}
+	switch a.db.Dialect {
+	case sqldb.MySQL:
+		var extra sql.NullString
+		err := a.db.QueryRowContext(ctx, `SELECT EXTRA FROM information_schema.COLUMNS
+			WHERE TABLE_SCHEMA = DATABASE() AND UPPER(TABLE_NAME) = 'WORKER_NODE' AND UPPER(COLUMN_NAME) = 'ID'`).Scan(&extra)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("worker: sql: read WORKER_NODE.ID: %w", err)
+		}
+		if strings.Contains(strings.ToLower(extra.String), "auto_increment") {
+			a.minID = 1
+		}
+	case sqldb.Postgres:
+		var seq sql.NullString
+		if err := a.db.QueryRowContext(ctx, "SELECT pg_get_serial_sequence('worker_node', 'id')").Scan(&seq); err != nil {
+			return fmt.Errorf("worker: sql: read the sequence of WORKER_NODE.ID: %w", err)
+		}
+		a.seq = seq.String
+	}
+	return nil
+}
+
+// columns returns the upper-cased column names of WORKER_NODE.
+func (a *sqlAssigner) columns(ctx context.Context) (map[string]bool, error) {
+	rows, err := a.db.QueryContext(ctx, "SELECT * FROM WORKER_NODE WHERE 1 = 0")
+	if err != nil {
+		return nil, fmt.Errorf("worker: sql: read WORKER_NODE columns: %w", err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err != nil {
+		return nil, fmt.Errorf("worker: sql: read WORKER_NODE columns: %w", err)
+	}
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[strings.ToUpper(n)] = true
+	}
+	return out, nil
 }
 
 func openSQL(ctx context.Context, rawURL string, opts []Option) (Assigner, error) {
@@ -143,7 +232,7 @@ func (a *sqlAssigner) try(ctx context.Context, max int64, sent time.Duration) (*
 		return nil, isConflict(err), fmt.Errorf("worker: sql list workers: %w", err)
 	}
 	var pick *sqlRow
-	live, next := int64(0), int64(0) // next: lowest ID with no row
+	live, next := int64(0), a.minID // next: lowest ID with no row
 	for rows.Next() {
 		var r sqlRow
 		if err := rows.Scan(&r.id, &r.gen, &r.heartbeat, &r.ttl, &r.horizon); err != nil {
@@ -153,9 +242,10 @@ func (a *sqlAssigner) try(ctx context.Context, max int64, sent time.Duration) (*
 		if r.id == next {
 			next++
 		}
-		if r.heartbeat+r.ttl >= now {
+		switch {
+		case r.gen == 0 || r.heartbeat+r.ttl >= now: // uid-generator's, or live
 			live++
-		} else if pick == nil {
+		case pick == nil:
 			pick = &r
 		}
 	}
@@ -181,11 +271,19 @@ func (a *sqlAssigner) try(ctx context.Context, max int64, sent time.Duration) (*
 		r.gen++
 	case next <= max:
 		r = sqlRow{id: next, gen: 1}
-		_, err := tx.ExecContext(ctx, a.q(`INSERT INTO WORKER_NODE (ID, HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED, GENERATION, HEARTBEAT_MS, TTL_MS, HORIZON_NS)
+		if err := a.advanceSequence(ctx, tx, r.id); err != nil {
+			return nil, isConflict(err), err
+		}
+		res, err := tx.ExecContext(ctx, a.q(`INSERT INTO WORKER_NODE (ID, HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED, GENERATION, HEARTBEAT_MS, TTL_MS, HORIZON_NS)
 			VALUES (?, ?, ?, ?, CURRENT_DATE, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 1, {now}, ?, 0)`),
 			r.id, host, port, nodeTypeActual, ttl)
 		if err != nil {
 			return nil, isConflict(err), fmt.Errorf("worker: sql insert worker id %d: %w", r.id, err)
+		}
+		// MySQL reports the AUTO_INCREMENT value a row got; it differs
+		// from the ID given only if the database chose its own.
+		if got, err := res.LastInsertId(); a.db.Dialect == sqldb.MySQL && err == nil && got != 0 && got != r.id {
+			return nil, false, fmt.Errorf("worker: sql insert worker id %d: the database stored it as %d (an AUTO_INCREMENT ID column); not using it", r.id, got)
 		}
 	default:
 		return nil, false, &NoFreeIDError{InUse: live, Max: max}
@@ -198,6 +296,26 @@ func (a *sqlAssigner) try(ctx context.Context, max int64, sent time.Duration) (*
 		horizon = time.Unix(0, r.horizon).UTC()
 	}
 	return newLease(a.s, r.id, r.gen, horizon, &sqlBackend{a: a, id: r.id, gen: r.gen}, sent, true), false, nil
+}
+
+// advanceSequence moves the PostgreSQL sequence of an auto-incrementing ID
+// (a uid-generator table) to at least id, before idmint inserts id, so
+// uid-generator's next INSERT cannot draw it. It only ever calls nextval,
+// which never moves a sequence back, even beside uid-generator's own
+// nextval calls; the values it skips are gaps.
+func (a *sqlAssigner) advanceSequence(ctx context.Context, tx *sql.Tx, id int64) error {
+	if a.seq == "" {
+		return nil
+	}
+	// a.seq comes from pg_get_serial_sequence, quoted as the sequence
+	// functions take it; selecting from a sequence returns its state.
+	q := `SELECT COUNT(nextval($1::regclass)) FROM generate_series(1,
+		(SELECT CAST($2 AS BIGINT) - last_value + CASE WHEN is_called THEN 0 ELSE 1 END FROM ` + a.seq + `))`
+	var n int64
+	if err := tx.QueryRowContext(ctx, q, a.seq, id).Scan(&n); err != nil {
+		return fmt.Errorf("worker: sql: advance %s past worker id %d: %w", a.seq, id, err)
+	}
+	return nil
 }
 
 func isConflict(err error) bool {
@@ -247,7 +365,7 @@ func (a *sqlAssigner) List(ctx context.Context) ([]Holder, error) {
 			return nil, fmt.Errorf("worker: sql scan: %w", err)
 		}
 		h.Holder = host + ":" + port
-		h.Live = hb+ttl >= now
+		h.Live = hb+ttl >= now || h.Generation == 0 // uid-generator's rows are held for good
 		if hz != 0 {
 			h.Horizon = time.Unix(0, hz).UTC()
 		}
