@@ -22,6 +22,9 @@ func TestOpenBadURL(t *testing.T) {
 		{"static://3?ttl=fast", `ttl "fast"`},
 		{"static://3?ttl=0s", `ttl "0s"`},
 		{"static://3?colour=red", `unknown parameter "colour"`},
+		{"static://3?horizon=", `horizon ""`},
+		{"ip://10.0.0.1?horizon=", `horizon ""`},
+		{"file:///var/x?horizon=/h", `unknown parameter "horizon"`},
 		{"file://host/var/x", `host "host"`},
 		{"file:///var/x?id=-2", `id "-2"`},
 		{"file:///var/x?id=one", `id "one"`},
@@ -183,7 +186,7 @@ func TestFileAssignerKeepsIDAndHorizon(t *testing.T) {
 
 func FuzzParseURL(f *testing.F) {
 	for _, s := range []string{"static://3", "file:///x?id=2", "etcd://a:1,b:2/p?name=n&ttl=3s", "zk://h/snowflake/a?endpoint=1.2.3.4:5",
-		"ip://10.0.0.1", "mac://02:00:00:00:00:01", "sqlite:///x.db?ttl=2s", "mysql://u@tcp(h:1)/d", "%", "etcd://[::1"} {
+		"ip://10.0.0.1", "mac://02:00:00:00:00:01?horizon=/h", "static://3?horizon=%2Fa%23b", "sqlite:///x.db?ttl=2s", "mysql://u@tcp(h:1)/d", "%", "etcd://[::1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
