@@ -9,7 +9,7 @@ import (
 // cost over snowflake.Generator.Next is one atomic load and the fence read.
 func BenchmarkNext(b *testing.B) {
 	ctx := context.Background()
-	n, err := New(ctx, Config{Layout: layout(), Coordinator: "static://1", Node: map[string]int64{"datacenter": 1}})
+	n, err := New(ctx, Config{Layout: layout(), Coordinator: "static://1?horizon=memory", Node: map[string]int64{"datacenter": 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func BenchmarkNext(b *testing.B) {
 // BenchmarkNextParallel is Next from every P at once.
 func BenchmarkNextParallel(b *testing.B) {
 	ctx := context.Background()
-	n, err := New(ctx, Config{Layout: layout(), Coordinator: "static://1", Node: map[string]int64{"datacenter": 1}})
+	n, err := New(ctx, Config{Layout: layout(), Coordinator: "static://1?horizon=memory", Node: map[string]int64{"datacenter": 1}})
 	if err != nil {
 		b.Fatal(err)
 	}

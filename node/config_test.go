@@ -24,17 +24,17 @@ func TestConfigErrors(t *testing.T) {
 		is   error
 		says string
 	}{
-		{"no layout", Config{Coordinator: "static://1"}, ErrConfig, "Layout"},
+		{"no layout", Config{Coordinator: "static://1?horizon=memory"}, ErrConfig, "Layout"},
 		{"no coordinator", Config{Layout: tw}, ErrConfig, "Coordinator"},
-		{"both", Config{Layout: tw, Coordinator: "static://1", Assigner: must(worker.NewStatic(1))}, ErrConfig, "exactly one"},
+		{"both", Config{Layout: tw, Coordinator: "static://1?horizon=memory", Assigner: must(worker.NewStatic(1))}, ErrConfig, "exactly one"},
 		{"bad url", Config{Layout: tw, Coordinator: "etcd://h:0/x"}, worker.ErrBadURL, `host "h:0"`},
-		{"out of range", Config{Layout: tw, Coordinator: "static://32", Node: map[string]int64{"datacenter": 1}}, worker.ErrOutOfRange, "worker id 32 (from static) is out of range 0..31"},
+		{"out of range", Config{Layout: tw, Coordinator: "static://32?horizon=memory", Node: map[string]int64{"datacenter": 1}}, worker.ErrOutOfRange, "worker id 32 (from static) is out of range 0..31"},
 		{"ip too wide", Config{Layout: tw, Coordinator: "ip://10.0.1.2", Node: map[string]int64{"datacenter": 1}}, worker.ErrOutOfRange, "out of range 0..31"},
-		{"unknown field", Config{Layout: tw, Coordinator: "static://1", WorkerField: "rack"}, ErrConfig, `WorkerField "rack"`},
-		{"field set twice", Config{Layout: tw, Coordinator: "static://1", Node: map[string]int64{"worker": 2}}, ErrConfig, `Node["worker"]`},
-		{"limit too wide", Config{Layout: tw, Coordinator: "static://1", WorkerLimit: 33}, ErrConfig, "WorkerLimit 33"},
-		{"missing datacenter", Config{Layout: tw, Coordinator: "static://1"}, snowflake.ErrInvalidNode, "datacenter"},
-		{"sonyflake takes ip", Config{Layout: sonyflake, Coordinator: "static://70000"}, worker.ErrOutOfRange, "0..65535"},
+		{"unknown field", Config{Layout: tw, Coordinator: "static://1?horizon=memory", WorkerField: "rack"}, ErrConfig, `WorkerField "rack"`},
+		{"field set twice", Config{Layout: tw, Coordinator: "static://1?horizon=memory", Node: map[string]int64{"worker": 2}}, ErrConfig, `Node["worker"]`},
+		{"limit too wide", Config{Layout: tw, Coordinator: "static://1?horizon=memory", WorkerLimit: 33}, ErrConfig, "WorkerLimit 33"},
+		{"missing datacenter", Config{Layout: tw, Coordinator: "static://1?horizon=memory"}, snowflake.ErrInvalidNode, "datacenter"},
+		{"sonyflake takes ip", Config{Layout: sonyflake, Coordinator: "static://70000?horizon=memory"}, worker.ErrOutOfRange, "0..65535"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n, err := New(context.Background(), c.cfg)

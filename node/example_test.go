@@ -3,19 +3,24 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/idmint/idmint/node"
 	"github.com/idmint/idmint/snowflake"
 )
 
 // A Twitter-layout node whose worker ID comes from a coordinator URL (here
-// static; in a cluster "etcd://10.0.0.1:2379/idmint?name=orders").
+// static, with its time horizon in a file; in a cluster
+// "etcd://10.0.0.1:2379/idmint?name=orders").
 func ExampleNew() {
 	layout, _ := snowflake.Lookup("twitter")
 	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "idmint-example")
+	defer os.RemoveAll(dir)
 	n, err := node.New(ctx, node.Config{
 		Layout:      layout,
-		Coordinator: "static://5",
+		Coordinator: "static://5?horizon=" + filepath.Join(dir, "static.horizon"),
 		Node:        map[string]int64{"datacenter": 1},
 	})
 	if err != nil {

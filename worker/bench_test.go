@@ -8,7 +8,7 @@ import (
 
 // BenchmarkLeaseValidUntil is the fence check a generator makes per ID.
 func BenchmarkLeaseValidUntil(b *testing.B) {
-	a, _ := NewStatic(1)
+	a, _ := NewStatic(1, WithMemoryHorizon())
 	l, err := a.Acquire(context.Background(), 31)
 	if err != nil {
 		b.Fatal(err)
@@ -27,7 +27,7 @@ func BenchmarkLeaseValidUntil(b *testing.B) {
 // BenchmarkLeaseExtendCovered is an Extend the recorded horizon already
 // covers: no I/O.
 func BenchmarkLeaseExtendCovered(b *testing.B) {
-	a, _ := NewStatic(1)
+	a, _ := NewStatic(1, WithMemoryHorizon())
 	ctx := context.Background()
 	l, err := a.Acquire(ctx, 31)
 	if err != nil {

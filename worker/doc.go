@@ -25,11 +25,16 @@
 //
 // Assigners, by URL scheme (see Open):
 //
-//	static://3                         a fixed ID from config or a flag
+//	static://3?horizon=/path/f         a fixed ID from config or a flag
 //	file:///var/lib/idmint/worker      kept on disk, reused on restart, flock'ed
 //	etcd://host:2379/prefix?name=app   lease + keepalive, lowest free ID (recommended)
 //	zk://host:2181/snowflake/app       Meituan Leaf's layout; ID = sequence number
 //	sqlite:///f.db postgres:// mysql:// uid-generator's WORKER_NODE, stale rows recycled
-//	ip://                              low 16 bits of a private IPv4 (Sonyflake)
-//	mac://                             the 48-bit MAC address (128-bit flakes)
+//	ip://?horizon=/path/f              low 16 bits of a private IPv4 (Sonyflake)
+//	mac://?horizon=/path/f             the 48-bit MAC address (128-bit flakes)
+//
+// static, ip and mac have no coordinator to keep the time horizon in: they
+// keep it in the file horizon= names (idmint serve puts one in its data
+// directory), or in memory with horizon=memory; without either they refuse
+// to grant a lease (ErrNoHorizon).
 package worker

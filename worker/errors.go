@@ -19,6 +19,12 @@ var ErrClosed = errors.New("worker: closed")
 // process.
 var ErrHeld = errors.New("worker: worker id held by another process")
 
+// ErrNoHorizon is returned by Acquire of a static, ip or mac assigner
+// given neither a horizon file nor WithMemoryHorizon: it has no
+// coordinator to keep its time horizon in, so a restart with the clock set
+// back would repeat IDs (design.md U6).
+var ErrNoHorizon = errors.New("worker: no place to keep the time horizon")
+
 // ErrBadURL is wrapped by every error Open returns for a coordinator URL it
 // cannot use; the message names the field and the value.
 var ErrBadURL = errors.New("worker: bad coordinator url")

@@ -11,10 +11,15 @@ import (
 )
 
 // A static worker ID from configuration, checked against the layout's
-// 5-bit worker field (0..31).
+// 5-bit worker field (0..31). It has no coordinator to keep the time
+// horizon in, so it names a file for it (horizon=memory would accept that a
+// restart with the clock set back repeats IDs); without either, Acquire
+// refuses.
 func ExampleOpen() {
 	ctx := context.Background()
-	a, err := worker.Open(ctx, "static://3")
+	dir, _ := os.MkdirTemp("", "idmint-example")
+	defer os.RemoveAll(dir)
+	a, err := worker.Open(ctx, "static://3?horizon="+filepath.Join(dir, "static.horizon"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -31,13 +36,18 @@ func ExampleOpen() {
 	_, err = a.Acquire(ctx, 31)
 	fmt.Println(errors.Is(err, worker.ErrHeld))
 
-	b, _ := worker.Open(ctx, "static://40")
+	b, _ := worker.Open(ctx, "static://40?horizon=memory")
 	_, err = b.Acquire(ctx, 31)
 	fmt.Println(err)
+
+	c, _ := worker.Open(ctx, "static://4")
+	_, err = c.Acquire(ctx, 31)
+	fmt.Println(errors.Is(err, worker.ErrNoHorizon))
 	// Output:
 	// worker id 3 valid true
 	// true
 	// worker: worker id 40 (from static) is out of range 0..31 for this layout
+	// true
 }
 
 // The file assigner keeps the worker ID (and the horizon) on disk and gives

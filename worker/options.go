@@ -35,6 +35,7 @@ type settings struct {
 
 	horizonFile    string // static, ip, mac: where the horizon is kept
 	horizonFileSet bool
+	memoryHorizon  bool // static, ip, mac: the caller accepts a horizon in memory only
 }
 
 func newSettings(opts []Option) (settings, error) {
@@ -66,6 +67,9 @@ func newSettings(opts []Option) (settings, error) {
 	}
 	if s.horizonFileSet && s.horizonFile == "" {
 		return s, fmt.Errorf("%w: horizon file is empty (want a path such as /var/lib/idmint/static.horizon)", ErrBadOption)
+	}
+	if s.horizonFileSet && s.memoryHorizon {
+		return s, fmt.Errorf("%w: horizon file %q and a memory-only horizon both given; choose one", ErrBadOption, s.horizonFile)
 	}
 	return s, nil
 }
@@ -107,10 +111,18 @@ func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.logger = l
 // or below what the last run may have issued. It holds the same JSON as a
 // file:// coordinator's file, and is flock'ed (path+".lock") while leased,
 // so two processes on one machine cannot share it. Several worker IDs may
-// use one file over time: its horizon only covers more. Without it those
-// assigners keep the horizon in memory only (see NewStatic). Coordinators
+// use one file over time: its horizon only covers more. Without it (or
+// WithMemoryHorizon) those assigners refuse to grant a lease. Coordinators
 // that record the horizon themselves (file, SQL, etcd, ZooKeeper) ignore
 // it.
 func WithHorizonFile(path string) Option {
 	return func(s *settings) { s.horizonFile, s.horizonFileSet = path, true }
 }
+
+// WithMemoryHorizon lets a static, ip or mac assigner without a horizon
+// file keep its horizon in memory: it protects handovers inside one process
+// only, so a restart with the clock set back can repeat IDs the last run
+// issued. Use it only where that cannot happen or does not matter (tests,
+// one-shot tools on a clock that is never stepped back); the URL form is
+// horizon=memory. It cannot be combined with WithHorizonFile.
+func WithMemoryHorizon() Option { return func(s *settings) { s.memoryHorizon = true } }

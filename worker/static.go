@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -34,9 +35,10 @@ type fixed struct {
 //
 // Give it WithHorizonFile: the lease then records its horizon there,
 // fsync'd before any ID is stamped past it, and a restart starts after it
-// whatever the clock says (design.md U6). Without one the horizon is kept
-// in memory, so a restart with the clock set back can repeat IDs the last
-// run issued; Acquire logs a warning saying so.
+// whatever the clock says (design.md U6). With WithMemoryHorizon instead
+// the horizon is kept in memory, so a restart with the clock set back can
+// repeat IDs the last run issued; Acquire logs a warning saying so. With
+// neither, Acquire fails with an error wrapping ErrNoHorizon.
 func NewStatic(id int64, opts ...Option) (Assigner, error) {
 	s, err := newSettings(opts)
 	if err != nil {
@@ -57,8 +59,13 @@ func (f *fixed) Acquire(ctx context.Context, max int64) (*Lease, error) {
 		f.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s worker id %d is already leased in this process", ErrHeld, f.source, f.id)
 	}
-	f.held = true
 	path := f.s.horizonFile
+	if path == "" && !f.s.memoryHorizon {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s worker id %d has no coordinator to keep its time horizon, so a restart with the clock set back would repeat IDs; name a file: ?horizon=/var/lib/idmint/%s.horizon in the URL (worker.WithHorizonFile; idmint serve puts one in its data directory, gen snowflake takes --horizon FILE), or accept the risk with ?horizon=memory",
+			ErrNoHorizon, f.source, f.id, strings.Fields(f.source)[0])
+	}
+	f.held = true
 	if path == "" {
 		// The generation must grow across restarts too, and there is
 		// nowhere to keep a counter: wall nanoseconds grow as long as the

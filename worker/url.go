@@ -22,9 +22,10 @@ import (
 //	ip://  ip://10.0.0.7                        low 16 bits of the (private) IPv4
 //	mac:// mac://02:00:00:00:00:01              the 48-bit MAC
 //
-// static, ip and mac take horizon, the file their time horizon is kept in
-// (WithHorizonFile); without it they keep it in memory only, and a restart
-// with the clock set back can repeat IDs.
+// static, ip and mac need horizon, the file their time horizon is kept in
+// (WithHorizonFile); horizon=memory (WithMemoryHorizon) keeps it in memory
+// only, accepting that a restart with the clock set back can repeat IDs.
+// Without either, Acquire refuses and says how to supply one.
 //
 // Every URL also takes ttl, margin and timeout (Go durations) and holder,
 // which override opts. A malformed URL fails with an error wrapping
@@ -164,7 +165,11 @@ func fixedOptions(scheme string, q url.Values, opts []Option) ([]Option, error) 
 		if v == "" {
 			return nil, fmt.Errorf("%w: %s url: horizon %q is empty; want horizon=/var/lib/idmint/%s.horizon", ErrBadURL, scheme, v, scheme)
 		}
-		out = append(out, WithHorizonFile(v))
+		if v == "memory" {
+			out = append(out, WithMemoryHorizon())
+		} else {
+			out = append(out, WithHorizonFile(v))
+		}
 	}
 	return out, nil
 }

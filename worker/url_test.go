@@ -99,11 +99,11 @@ func TestStaticIPMAC(t *testing.T) {
 		id     int64
 		outOfR bool
 	}{
-		{"static://3", 31, 3, false},
-		{"static://32", 31, 0, true},
-		{"ip://10.1.2.3", 65535, 2<<8 | 3, false},
-		{"ip://192.168.255.254", 1023, 0, true},
-		{"mac://02:00:00:00:01:02", 1<<48 - 1, 0x020000000102, false},
+		{"static://3?horizon=memory", 31, 3, false},
+		{"static://32?horizon=memory", 31, 0, true},
+		{"ip://10.1.2.3?horizon=memory", 65535, 2<<8 | 3, false},
+		{"ip://192.168.255.254?horizon=memory", 1023, 0, true},
+		{"mac://02:00:00:00:01:02?horizon=memory", 1<<48 - 1, 0x020000000102, false},
 	} {
 		t.Run(c.url, func(t *testing.T) {
 			a, err := Open(ctx, c.url)
@@ -198,4 +198,48 @@ func FuzzParseURL(f *testing.F) {
 			t.Fatalf("parseURL(%q) error lacks the package prefix: %v", s, err)
 		}
 	})
+}
+
+// TestFixedWithoutHorizonRefused: static, ip and mac have no coordinator to
+// keep the time horizon in; without a horizon file (or an explicit
+// horizon=memory) Acquire refuses, saying how to supply one, instead of
+// granting a lease that a restart with the clock set back would reuse.
+func TestFixedWithoutHorizonRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		url string
+		max int64
+	}{
+		{"static://3", 31},
+		{"ip://10.1.2.3", 65535},
+		{"mac://02:00:00:00:01:02", 1<<48 - 1},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			a, err := Open(ctx, c.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			l, err := a.Acquire(ctx, c.max)
+			if !errors.Is(err, ErrNoHorizon) {
+				if l != nil {
+					l.Close()
+				}
+				t.Fatalf("Acquire without a horizon = %v, want ErrNoHorizon", err)
+			}
+			for _, want := range []string{"?horizon=/", "horizon=memory"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			// The refusal held nothing: the same assigner refuses again
+			// the same way, not with ErrHeld.
+			if _, err := a.Acquire(ctx, c.max); !errors.Is(err, ErrNoHorizon) {
+				t.Fatalf("second Acquire = %v, want ErrNoHorizon again", err)
+			}
+		})
+	}
+	if _, err := NewStatic(1, WithMemoryHorizon(), WithHorizonFile("/x")); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("memory and file horizon together = %v, want ErrBadOption", err)
+	}
 }
