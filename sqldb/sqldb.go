@@ -92,7 +92,7 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	db := &DB{DB: sdb, Dialect: d, URL: shown, Timeout: DefaultTimeout}
 	pctx, cancel := db.Bound(ctx)
 	defer cancel()
-	if err := sdb.PingContext(pctx); err != nil {
+	if err := ping(pctx, sdb, d); err != nil {
 		sdb.Close()
 		if ctx.Err() == nil && pctx.Err() != nil {
 			return nil, fmt.Errorf("sqldb: connect %s: no answer within %v (is a database server listening there, and is it running?): %w", shown, db.Timeout, err)
@@ -100,6 +100,29 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 		return nil, fmt.Errorf("sqldb: connect %s: %w", shown, err)
 	}
 	return db, nil
+}
+
+// ping checks that the database answers. A new SQLite connection runs its
+// pragmas, and switching a file to WAL needs a lock that SQLite refuses at
+// once with SQLITE_BUSY (it does not wait out busy_timeout there) while
+// another process opens the same file: that answer is retried until ctx
+// ends.
+func ping(ctx context.Context, sdb *sql.DB, d Dialect) error {
+	wait := time.Millisecond
+	for {
+		err := sdb.PingContext(ctx)
+		if err == nil || d != SQLite || !strings.Contains(err.Error(), "SQLITE_BUSY") {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
 
 // Redact returns rawURL with any password replaced by "xxxxx", for logs.
