@@ -1,0 +1,24 @@
+// Package monotonic issues IDs that increase across a whole cluster in
+// real-time order: if one request's answer arrived before another request
+// was sent, on any nodes, every ID of the first is below every ID of the
+// second (design invariant U8).
+//
+// The design is TiDB Placement Driver's timestamp oracle: one leader,
+// elected through etcd, issues from memory below an upper bound it has
+// persisted first; the write of the bound is conditional on its leadership
+// (a fence), and a new leader starts strictly above the bound it reads. A
+// leader stops issuing as soon as it can no longer prove its leadership on
+// its own monotonic clock (the send time of the last confirmed keepalive +
+// TTL - margin), so a leader paused past its TTL answers nothing with an
+// old value when it wakes. Followers forward to the leader, coalescing
+// concurrent requests into one round trip.
+//
+// Two forms: Counter (1, 2, 3, ... dense within a leadership term; a
+// failover skips at most the unissued part of the bound's window) and
+// Timestamp (Unix milliseconds << LogicalBits | a logical counter, never
+// behind the last issued value, even when the wall clock steps back).
+//
+// File is the single-node Source of the zero-config start: the bound lives
+// in a file, fsync'd before any value above the old bound is issued.
+// Etcd is the cluster Source.
+package monotonic

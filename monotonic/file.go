@@ -1,0 +1,149 @@
+package monotonic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/idmint/idmint/clock"
+)
+
+// FileConfig configures a File source. Zero values take the defaults.
+type FileConfig struct {
+	// Path is the bound file (required). Its directory must exist.
+	Path string
+	// Form is Counter (default) or Timestamp.
+	Form Form
+	// Window is how far a Counter bound runs ahead. Default DefaultWindow.
+	Window int64
+	// TimeWindow is how far a Timestamp bound runs ahead of the wall
+	// clock. Default DefaultTimeWindow.
+	TimeWindow time.Duration
+	// Clock defaults to clock.NewReal().
+	Clock clock.Clock
+}
+
+func (c *FileConfig) setDefaults() error {
+	if c.Path == "" {
+		return fmt.Errorf("%w: path is empty", ErrBadConfig)
+	}
+	if c.Form != Counter && c.Form != Timestamp {
+		return fmt.Errorf("%w: form %d", ErrBadConfig, c.Form)
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Window < 1 {
+		return fmt.Errorf("%w: window %d is below 1", ErrBadConfig, c.Window)
+	}
+	if c.TimeWindow == 0 {
+		c.TimeWindow = DefaultTimeWindow
+	}
+	if c.TimeWindow < time.Millisecond {
+		return fmt.Errorf("%w: time window %v is below 1ms", ErrBadConfig, c.TimeWindow)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.NewReal()
+	}
+	return nil
+}
+
+// File is the single-node Source: the bound lives in a file, written to a
+// temporary file, fsync'd and renamed (then the directory fsync'd) before
+// any value above the old bound is issued. After a crash or kill -9 the
+// next File on the same path starts strictly above the recorded bound. One
+// process at a time may use a path (the server's data-directory lock
+// ensures it).
+type File struct {
+	path   string
+	c      *core
+	closed atomic.Bool
+}
+
+// OpenFile reads the bound at cfg.Path (none yet: start at 1) and returns
+// a File issuing above it.
+func OpenFile(cfg FileConfig) (*File, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	start, err := readBound(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{path: cfg.Path}
+	f.c = newCore(cfg.Form, cfg.Clock, cfg.Window, cfg.TimeWindow, time.Minute, start, f.write, func() bool { return !f.closed.Load() })
+	return f, nil
+}
+
+func readBound(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("monotonic: read bound: %w", err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("monotonic: bound file %s is corrupt (%q): refusing to guess where to start", path, trunc(string(b)))
+	}
+	return v, nil
+}
+
+func trunc(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// write records bound durably: temp file, fsync, rename, fsync directory.
+func (f *File) write(_ context.Context, bound int64) error {
+	dir := filepath.Dir(f.path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(f.path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("monotonic: write bound: %w", err)
+	}
+	_, err = tmp.WriteString(strconv.FormatInt(bound, 10) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), f.path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("monotonic: write bound: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("monotonic: sync bound directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("monotonic: sync bound directory: %w", err)
+	}
+	return nil
+}
+
+// Next reserves n consecutive IDs and returns the first.
+func (f *File) Next(ctx context.Context, n int64) (int64, error) { return f.c.next(ctx, n) }
+
+// Bounds returns the last issued value and the persisted bound.
+func (f *File) Bounds() (last, bound int64) { return f.c.headroom() }
+
+// Close stops background bound writes. The bound stays for the next open.
+func (f *File) Close() error {
+	f.closed.Store(true)
+	f.c.close()
+	return nil
+}

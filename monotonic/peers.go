@@ -1,0 +1,142 @@
+package monotonic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Peers is the internal HTTP connection between the nodes of a cluster: it
+// serves the sources registered with Add to followers (leader side) and
+// forwards a follower's requests to a leader (it is a Forwarder). Forwarded
+// requests are served only by a proven leader, never forwarded again, so a
+// request crosses at most one hop.
+//
+// The endpoint is unauthenticated: bind it to a private interface.
+type Peers struct {
+	ln     net.Listener
+	srv    *http.Server
+	client *http.Client
+
+	mu      sync.RWMutex
+	sources map[string]*Etcd
+}
+
+const peerPath = "/idmint-monotonic/v1/next"
+
+// ListenPeers listens on addr (host:port; port 0 picks one) and serves the
+// peer endpoint until Close.
+func ListenPeers(addr string) (*Peers, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("monotonic: peer listener: %w", err)
+	}
+	p := &Peers{ln: ln, sources: map[string]*Etcd{}}
+	p.client = &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: 64,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		IdleConnTimeout:     time.Minute,
+	}}
+	mux := http.NewServeMux()
+	mux.HandleFunc(peerPath, p.serve)
+	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	go p.srv.Serve(ln)
+	return p, nil
+}
+
+// Addr returns the address listened on.
+func (p *Peers) Addr() string { return p.ln.Addr().String() }
+
+// Add serves e to peers under name.
+func (p *Peers) Add(name string, e *Etcd) {
+	p.mu.Lock()
+	p.sources[name] = e
+	p.mu.Unlock()
+}
+
+// Remove stops serving name.
+func (p *Peers) Remove(name string) {
+	p.mu.Lock()
+	delete(p.sources, name)
+	p.mu.Unlock()
+}
+
+func (p *Peers) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "method must be POST", http.StatusMethodNotAllowed)
+		return
+	}
+	q := r.URL.Query()
+	name := q.Get("name")
+	n, err := strconv.ParseInt(q.Get("n"), 10, 64)
+	if err != nil || n < 1 || n > MaxCount {
+		http.Error(w, fmt.Sprintf("n %q must be 1..%d", trunc(q.Get("n")), MaxCount), http.StatusBadRequest)
+		return
+	}
+	p.mu.RLock()
+	e := p.sources[name]
+	p.mu.RUnlock()
+	if e == nil {
+		http.Error(w, fmt.Sprintf("no monotonic source %q", trunc(name)), http.StatusNotFound)
+		return
+	}
+	first, err := e.serveForwarded(r.Context(), n)
+	if err != nil {
+		st := http.StatusServiceUnavailable
+		if errors.Is(err, ErrBadCount) {
+			st = http.StatusBadRequest
+		}
+		http.Error(w, err.Error(), st)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	io.WriteString(w, strconv.FormatInt(first, 10))
+}
+
+// Forward asks the node at addr for n IDs of the source called name.
+func (p *Peers) Forward(ctx context.Context, addr, name string, n int64) (int64, error) {
+	u := "http://" + addr + peerPath + "?name=" + url.QueryEscape(name) + "&n=" + strconv.FormatInt(n, 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return 0, fmt.Errorf("monotonic: forward to %s: %w", addr, err)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("monotonic: forward to %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return 0, fmt.Errorf("monotonic: forward to %s: %w", addr, err)
+	}
+	body := strings.TrimSpace(string(b))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		v, err := strconv.ParseInt(body, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("monotonic: forward to %s: bad answer %q", addr, trunc(body))
+		}
+		return v, nil
+	case http.StatusServiceUnavailable:
+		return 0, fmt.Errorf("%w: %s answered: %s", ErrFenced, addr, trunc(body))
+	default:
+		return 0, fmt.Errorf("monotonic: forward to %s: status %d: %s", addr, resp.StatusCode, trunc(body))
+	}
+}
+
+// Close stops the listener and closes idle connections.
+func (p *Peers) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := p.srv.Shutdown(ctx)
+	p.client.CloseIdleConnections()
+	return err
+}
