@@ -477,6 +477,13 @@ func (k *Key) loadOnce() (*buffer, error) {
 		step = a.opts.Step.nextStep(k.step, k.minStep, clk.Mono()-k.lastLoad)
 	}
 	slot := 1 - k.slot
+	if !k.loaded {
+		// Leaf loads a key's first segment into the current slot, 0
+		// (SegmentIDGenImpl.get: updateSegmentFromDb(key,
+		// buffer.getCurrent()), currentPos starting at 0), so /cache
+		// shows it in value0/max0/step0 with pos 0.
+		slot = k.slot
+	}
 	k.mu.Unlock()
 
 	t0 := clk.Mono()
