@@ -1,6 +1,7 @@
 package ordernum
 
 import (
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -81,3 +82,11 @@ func (k Key) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(k.String()))
 func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
 func validKeySize(n int) bool { return n == 16 || n == 24 || n == 32 }
+
+// SameMaterial reports whether a and b hold the same AES key material,
+// whatever their versions, comparing in constant time. Two keys sharing
+// material share one permutation: a server refuses that, because they
+// would issue identical order numbers.
+func SameMaterial(a, b Key) bool {
+	return len(a.material) == len(b.material) && subtle.ConstantTimeCompare(a.material, b.material) == 1
+}

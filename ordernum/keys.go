@@ -36,12 +36,9 @@ func ParseKeys(text string) ([]Key, error) {
 		v = strings.TrimSpace(v)
 		version, err := strconv.Atoi(v)
 		if err != nil {
-			// A version is one or two digits; anything long in its
-			// place may be key material written the wrong way round,
-			// so only short text is quoted.
-			if len(v) <= 8 {
-				return nil, fieldErr(ErrKey, "key", pos, "version %q is not a number", v)
-			}
+			// Never quote the text: a file that is not a key ring
+			// (a password file named by mistake or on purpose) would
+			// have its first bytes echoed ("root" from /etc/shadow).
 			return nil, fieldErr(ErrKey, "key", pos, "version (%d characters) is not a number", len(v))
 		}
 		pos = fmt.Sprintf("entry %d (version %d)", i+1, version)
@@ -63,6 +60,12 @@ func ParseKeys(text string) ([]Key, error) {
 	return keys, nil
 }
 
+// SequenceKey is the legacy name of an order-number sequence: SequenceRow
+// replaced it in the server, because a segment key could be created with
+// this very name and read or advance the sequence. The server reads it
+// once, to continue a legacy sequence in its new row (never from its
+// start again).
+//
 // SequenceKey names the segment key whose numbers a format's order numbers
 // permute, so that the CLI and the server draw from the same sequence: base
 // itself for a format without a date part, and base + ":" + the calendar
@@ -75,4 +78,30 @@ func SequenceKey(base string, f Format, day time.Time) string {
 		return base
 	}
 	return base + ":" + day.Format("20060102")
+}
+
+// SequencePrefix starts every row SequenceRow names. Key and store names
+// (server.CheckName, Leaf's biz_tag) cannot hold "/", so no segment key
+// a user creates can name, read or advance an order-number sequence.
+const SequencePrefix = "ordernum/"
+
+// MaxSequenceBase is the longest base name SequenceRow accepts: its row,
+// SequencePrefix + base + "/YYYYMMDD", must fit a segment row name (128
+// bytes, segment.MaxKeyLen).
+const MaxSequenceBase = 128 - len(SequencePrefix) - len("/20060102")
+
+// SequenceRow names the segment row whose numbers an order-number key
+// permutes: SequencePrefix + base, and with a date part "/" + the calendar
+// date of day (in its own location) as YYYYMMDD — one sequence per day,
+// because a date format's capacity is per day. Unlike SequenceKey's rows,
+// these live in a namespace no segment key can name. It returns an error
+// naming the length when base is longer than MaxSequenceBase.
+func SequenceRow(base string, f Format, day time.Time) (string, error) {
+	if len(base) > MaxSequenceBase {
+		return "", fieldErr(ErrConfig, "key", clip(base), "an order-number key name is %d bytes, at most %d (its sequence row %s<name>/YYYYMMDD must fit 128 bytes)", len(base), MaxSequenceBase, SequencePrefix)
+	}
+	if !f.HasDate() {
+		return SequencePrefix + base, nil
+	}
+	return SequencePrefix + base + "/" + day.Format("20060102"), nil
 }

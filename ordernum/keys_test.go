@@ -31,7 +31,10 @@ func TestParseKeys(t *testing.T) {
 		{"crlf", "1:" + hexKey1 + "\r\n2:" + hexKey2 + "\r\n", []int{2, 1}, ""},
 		{"base64", "0:AAECAwQFBgcICQoLDA0ODw==", []int{0}, ""},
 		{"no colon", hexKey1, nil, "entry 1"},
-		{"bad version", "x:" + hexKey1, nil, `"x"`},
+		{"bad version", "x:" + hexKey1, nil, "version (1 characters) is not a number"},
+		// Never an echo of the text: /etc/shadow named as a key file
+		// used to answer `version "root"`.
+		{"shadow", "root:$6$salt$hash:19000:0:99999:7:::", nil, "version (4 characters) is not a number"},
 		{"duplicate", "1:" + hexKey1 + "\n1:" + hexKey2, nil, "given twice"},
 		{"short key", "1:abcd", nil, "entry 1 (version 1)"},
 		{"version too big", "99:" + hexKey1, nil, "entry 1"},

@@ -28,7 +28,7 @@ type keyView struct {
 
 func (s *Server) view(r *http.Request, k *key) keyView {
 	v := keyView{Name: k.name, Strategy: k.cfg.Strategy, Store: k.cfg.Store, Layout: k.cfg.Layout,
-		Step: k.cfg.Step, RateLimit: k.cfg.RateLimit, Options: k.cfg.Options,
+		Step: k.cfg.Step, RateLimit: k.cfg.RateLimit, Options: redactOptions(k.cfg.Options),
 		Auth: len(k.tokens) > 0, Source: "api", Ready: true, Ranges: k.ranger != nil}
 	if k.fromConfig {
 		v.Source = "config"
@@ -44,6 +44,24 @@ func (s *Server) view(r *http.Request, k *key) keyView {
 		v.Cache = &c
 	}
 	return v
+}
+
+// secretOptions are option names whose values are key material or
+// credentials: the admin views show that they are set, never their value.
+var secretOptions = map[string]bool{"key": true, "secret": true, "password": true, "token": true}
+
+func redactOptions(o map[string]string) map[string]string {
+	if o == nil {
+		return nil
+	}
+	out := make(map[string]string, len(o))
+	for n, v := range o {
+		if secretOptions[n] {
+			v = "(redacted)"
+		}
+		out[n] = v
+	}
+	return out
 }
 
 // keysCollection serves GET /v1/keys (list) and POST /v1/keys (create).
@@ -122,6 +140,7 @@ func (s *Server) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
 		return st
 	}
 	req.KeyConfig.Tokens = req.Tokens
+	req.KeyConfig.api = true
 	if err := CheckName(req.Name); err != nil {
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadKey, field: "name", msg: err.Error()})
 		return http.StatusBadRequest

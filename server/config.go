@@ -45,6 +45,11 @@ type Config struct {
 	Layouts map[string]string `yaml:"layouts"`
 	// Keys are the ID spaces served, by name.
 	Keys map[string]KeyConfig `yaml:"keys"`
+	// KeyDir is the only place key material named by a key created through
+	// the admin API may come from: such a key's options.key_file must be
+	// a bare file name in this directory. Empty: API-created keys cannot
+	// use key files (config keys name any path; the operator wrote it).
+	KeyDir string `yaml:"key_dir"`
 	// AdminToken guards key administration. Empty: admin calls are served
 	// to loopback clients only.
 	AdminToken string `yaml:"admin_token"`
@@ -107,7 +112,19 @@ type KeyConfig struct {
 	RateLimit float64 `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
 	// Options are strategy-specific settings.
 	Options map[string]string `yaml:"options,omitempty" json:"options,omitempty"`
+
+	// api is set for keys created through the admin API (and reloaded
+	// from the KeyStore): their options came from a request, so a
+	// strategy must not let them name files or environment variables.
+	api bool
 }
+
+// FromAPI reports whether the key was created through the admin API
+// (now, or before a restart, from the KeyStore) rather than written in the
+// config file. Strategies refuse options of such keys that would read
+// server-side files or environment variables outside what the config
+// allows (an order-number key's key_file outside key_dir, its key_env).
+func (k KeyConfig) FromAPI() bool { return k.api }
 
 // Duration is a time.Duration written as "1.5s" in YAML and JSON.
 type Duration time.Duration
@@ -423,6 +440,9 @@ func (c *Config) checkKey(reg *Registry, prefix, name string, k KeyConfig) []Pro
 		if len(t) < 16 {
 			add(fmt.Sprintf(".tokens[%d]", i), "(redacted)", "must be at least 16 characters")
 		}
+	}
+	if ok && st.MaxName > 0 && len(name) > st.MaxName {
+		add("", name, "a %s key name is at most %d bytes, not %d", k.Strategy, st.MaxName, len(name))
 	}
 	if ok && st.Check != nil {
 		reported := map[string]bool{}

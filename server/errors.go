@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -80,7 +81,11 @@ func (s *Server) writeAuthError(w http.ResponseWriter, status int) {
 func issuerError(err error, key string) apiError {
 	var ie *InputError
 	if errors.As(err, &ie) {
-		return apiError{status: http.StatusBadRequest, code: CodeBadCount, field: ie.Field, msg: ie.Error()}
+		code := CodeBadCount
+		if ie.Field != "count" && ie.Field != "" {
+			code = "bad_" + strings.SplitN(ie.Field, ".", 2)[0]
+		}
+		return apiError{status: http.StatusBadRequest, code: code, field: ie.Field, msg: ie.Error()}
 	}
 	retry := time.Second
 	var ra RetryAfter

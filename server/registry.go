@@ -26,6 +26,10 @@ type Strategy struct {
 	// expensive resources (a database, a worker lease) with other keys
 	// through env.Shared.
 	New func(ctx context.Context, env *Env, name string, key KeyConfig) (Issuer, error)
+	// MaxName is the longest key name (bytes) the strategy can serve,
+	// when shorter than MaxNameLen (a name it derives store rows from
+	// must leave room). 0: MaxNameLen.
+	MaxName int
 }
 
 // Layout decodes IDs of one named bit layout or format for /v1/decode.

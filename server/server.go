@@ -133,6 +133,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 				continue
 			}
 			kc := stored[name]
+			kc.api = true
 			if ps := s.cfg.checkKey(s.reg, "keys."+name, name, kc); len(ps) > 0 {
 				return fail(&ValidationError{ps})
 			}

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +42,9 @@ func ordernumStrategy() server.Strategy {
 			"tz: zone of the date part, default UTC; store, step: the sequence's segment store and step)",
 		Check: checkOrdernum,
 		New:   newOrdernum,
+		// Its sequence row, ordernum.SequencePrefix + name + "/YYYYMMDD",
+		// must fit a segment row name.
+		MaxName: ordernum.MaxSequenceBase,
 	}
 }
 
@@ -46,6 +54,7 @@ var orderKeySources = []string{"key_file", "key_env", "key"}
 
 func checkOrdernum(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	ps := unknownOptions(k, "format", "key", "key_env", "key_file", "key_version", "tz", "description")
+	ps = append(ps, checkDescription(k)...)
 	f, err := ordernum.ParseFormat(k.Options["format"])
 	if err != nil {
 		ps = append(ps, server.Problem{Field: "options.format", Value: k.Options["format"], Message: err.Error()})
@@ -54,6 +63,19 @@ func checkOrdernum(k server.KeyConfig, cfg *server.Config) []server.Problem {
 		ps = append(ps, server.Problem{Field: "options.tz", Value: k.Options["tz"], Message: err.Error()})
 	}
 	keys, p := orderKeys(k, cfg)
+	if p == nil {
+		// A config key finds itself among the config's keys; a key
+		// created through the API is not one of them.
+		limit := 2
+		if k.FromAPI() {
+			limit = 1
+		}
+		if shared := sharedMaterial(cfg, keys); len(shared) >= limit {
+			field, _ := orderKeySource(k)
+			p = &server.Problem{Field: "options." + field, Value: orderKeyValue(k, field), Message: fmt.Sprintf(
+				"key material shared with order-number key(s) %s: keys on one material share one permutation and issue identical order numbers; give each key its own", strings.Join(shared, ", "))}
+		}
+	}
 	if p != nil {
 		ps = append(ps, *p)
 	} else if err == nil {
@@ -139,6 +161,9 @@ func orderKeys(k server.KeyConfig, cfg *server.Config) ([]ordernum.Key, *server.
 		return []ordernum.Key{key}, nil
 	case "key_env":
 		name := k.Options["key_env"]
+		if k.FromAPI() {
+			return nil, prob("a key created through the admin API cannot read the server's environment; name a file in the config's key_dir with key_file, or give key")
+		}
 		if name == "" {
 			return nil, prob("must name an environment variable")
 		}
@@ -151,9 +176,28 @@ func orderKeys(k server.KeyConfig, cfg *server.Config) ([]ordernum.Key, *server.
 		if path == "" {
 			return nil, prob("must name a file")
 		}
-		b, err := os.ReadFile(path)
+		if k.FromAPI() {
+			// A request names at most a file in the operator's key
+			// directory, and learns only that it could not be used:
+			// never why (missing? unreadable? not a key ring?), so the
+			// admin API is no probe of the server's files.
+			full, ok := keyDirPath(cfg.KeyDir, path)
+			if !ok {
+				return nil, prob("a key created through the admin API names a key file by its bare name in the config's key_dir (key_dir: %q)", cfg.KeyDir)
+			}
+			b, err := readKeyFile(full)
+			var keys []ordernum.Key
+			if err == nil {
+				keys, err = ordernum.ParseKeys(string(b))
+			}
+			if err != nil || len(keys) == 0 {
+				return nil, prob("not a usable key file in key_dir: it must be a regular file of at most %d bytes of VERSION:KEY lines", maxKeyFileBytes)
+			}
+			return keys, nil
+		}
+		b, err := readKeyFile(path)
 		if err != nil {
-			// The error names the path and the cause only.
+			// The error names the path and the cause only, never content.
 			return nil, prob("cannot read the key file: %v", err)
 		}
 		text, where = string(b), "file "+path
@@ -166,6 +210,111 @@ func orderKeys(k server.KeyConfig, cfg *server.Config) ([]ordernum.Key, *server.
 		return nil, prob("%s holds no VERSION:KEY entries", where)
 	}
 	return keys, nil
+}
+
+// maxKeyFileBytes bounds a key file: a ring of 32 versions of AES-256 in
+// hex is about 2.2 KiB. A file named by mistake (or /dev/zero) is refused
+// after this many bytes instead of read to the end.
+const maxKeyFileBytes = 4 << 10
+
+// readKeyFile reads a key file of at most maxKeyFileBytes. It refuses
+// anything but a regular file before opening it (a FIFO would block the
+// open; /dev/zero never ends) and again after (the path may have been
+// swapped). Errors name the cause, never the content.
+func readKeyFile(path string) ([]byte, error) {
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxKeyFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes; a key file holds a few VERSION:KEY lines", path, maxKeyFileBytes)
+	}
+	return b, nil
+}
+
+// keyDirPath resolves a key file name of an API-created key inside dir:
+// only a bare file name (no separator, not "." or "..") in a configured
+// directory.
+func keyDirPath(dir, name string) (string, bool) {
+	if dir == "" || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") || filepath.Base(name) != name {
+		return "", false
+	}
+	return filepath.Join(dir, name), true
+}
+
+// sharedMaterial returns the names of the config's order-number keys whose
+// key rings share material with keys (sorted; unreadable rings are the
+// problem of their own key's check).
+func sharedMaterial(cfg *server.Config, keys []ordernum.Key) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Keys)) {
+		other := cfg.Keys[name]
+		if other.Strategy != "ordernum" {
+			continue
+		}
+		ring, p := orderKeys(other, cfg)
+		if p == nil && ringsShare(ring, keys) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func ringsShare(a, b []ordernum.Key) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if ordernum.SameMaterial(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// materialRing is the shared resource through which the order-number keys
+// of one server make sure no two of them share key material (whatever
+// created them: config, admin API, key store). Two keys on one material
+// share one permutation and would issue identical order numbers.
+type materialRing struct {
+	mu   sync.Mutex
+	keys map[*ordernumKey][]ordernum.Key
+}
+
+func (m *materialRing) Close(ctx context.Context) error { return nil }
+
+// claim registers o's ring, or returns the name of a key already holding
+// some of its material.
+func (m *materialRing) claim(o *ordernumKey, ring []ordernum.Key) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for other, r := range m.keys {
+		if ringsShare(r, ring) {
+			return other.name, false
+		}
+	}
+	m.keys[o] = ring
+	return "", true
+}
+
+func (m *materialRing) release(o *ordernumKey) {
+	m.mu.Lock()
+	delete(m.keys, o)
+	m.mu.Unlock()
 }
 
 func newOrdernum(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
@@ -206,6 +355,19 @@ func newOrdernum(ctx context.Context, env *server.Env, name string, k server.Key
 	if _, err := o.sequence(ctx, o.clk.Now().In(loc)); err != nil {
 		return nil, err
 	}
+	res, err := env.Shared(ctx, "ordernum key material", func(context.Context) (server.Resource, error) {
+		return &materialRing{keys: map[*ordernumKey][]ordernum.Key{}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ring := res.(*materialRing)
+	if other, ok := ring.claim(o, keys); !ok {
+		field, _ := orderKeySource(k)
+		return nil, &server.InputError{Field: "options." + field, Err: fmt.Errorf(
+			"strategies: key %q: its key material is already used by order-number key %q; two keys on one material share one permutation and issue identical order numbers: give each key its own", name, other)}
+	}
+	o.ring = ring
 	return o, nil
 }
 
@@ -221,6 +383,7 @@ type ordernumKey struct {
 	loc   *time.Location
 	clk   clock.Clock
 	log   *slog.Logger
+	ring  *materialRing
 
 	cur    atomic.Pointer[daySequence] // the latest day's sequence
 	openMu sync.Mutex                  // serialises creating a day's row (once a day)
@@ -238,7 +401,10 @@ type daySequence struct {
 // sequence returns the segment key for day (already in the key's zone),
 // creating its store row the first time the day is seen.
 func (o *ordernumKey) sequence(ctx context.Context, day time.Time) (*daySequence, error) {
-	name := ordernum.SequenceKey(o.name, o.f, day)
+	name, err := ordernum.SequenceRow(o.name, o.f, day)
+	if err != nil {
+		return nil, err
+	}
 	if c := o.cur.Load(); c != nil && c.name == name {
 		return c, nil
 	}
@@ -248,7 +414,7 @@ func (o *ordernumKey) sequence(ctx context.Context, day time.Time) (*daySequence
 	if c != nil && c.name == name {
 		return c, nil
 	}
-	if err := ensureRow(ctx, o.a, name, o.step, o.desc); err != nil {
+	if err := o.ensureSequence(ctx, name, ordernum.SequenceKey(o.name, o.f, day)); err != nil {
 		return nil, segmentErr(err)
 	}
 	k, err := o.a.Key(name)
@@ -264,6 +430,41 @@ func (o *ordernumKey) sequence(ctx context.Context, day time.Time) (*daySequence
 		o.last.Store(0)
 	}
 	return d, nil
+}
+
+// ensureSequence creates the sequence row name (ordernum.SequenceRow) if
+// missing. Sequences used to live in rows a segment key could name
+// (legacy, ordernum.SequenceKey); when such a row exists, the new row
+// starts at its max_id, so the numbers issued before the move are never
+// issued again (U1: same key, same permutation, disjoint sequence
+// numbers). Every node must run this version before any issues from the
+// new row: an older node would go on leasing from the legacy row.
+func (o *ordernumKey) ensureSequence(ctx context.Context, name, legacy string) error {
+	if _, err := o.a.Describe(ctx, name); err == nil {
+		return ensureRow(ctx, o.a, name, o.step, o.desc)
+	} else if !errors.Is(err, segment.ErrUnknownKey) {
+		return err
+	}
+	old, err := o.a.Describe(ctx, legacy)
+	switch {
+	case errors.Is(err, segment.ErrUnknownKey), errors.Is(err, segment.ErrBadKey):
+		return ensureRow(ctx, o.a, name, o.step, o.desc)
+	case err != nil:
+		return err
+	}
+	step := o.step
+	if step == 0 {
+		step = DefaultStep
+	}
+	err = o.a.CreateKey(ctx, segment.KeyInfo{Key: name, MaxID: old.MaxID, Step: step, Description: o.desc})
+	if err == nil {
+		o.log.Info("order-number sequence moved to a row no segment key can name; it continues after the legacy row",
+			"from", legacy, "to", name, "max_id", old.MaxID)
+	}
+	if errors.Is(err, segment.ErrKeyExists) { // another node moved it first
+		return ensureRow(ctx, o.a, name, o.step, o.desc)
+	}
+	return err
 }
 
 func (o *ordernumKey) NextStrings(ctx context.Context, dst []string) error {
@@ -352,19 +553,14 @@ func (o *ordernumKey) Stats() []server.Stat {
 	}
 }
 
-// CacheView shows the current day's sequence buffers on the admin /cache
-// page (Key is the sequence's row, NAME:YYYYMMDD with a date part).
-func (o *ordernumKey) CacheView() server.CacheView {
-	c := o.cur.Load()
-	v := (&segmentKey{a: o.a, k: c.k, name: c.name}).CacheView()
-	return v
-}
+// An order-number key is deliberately no server.Monitor: /cache, /db and
+// the admin key views would show its sequence position, i.e. its volume.
 
-// StoreRow shows the current day's sequence row on the admin /db page.
-func (o *ordernumKey) StoreRow(ctx context.Context) (server.StoreRow, error) {
-	c := o.cur.Load()
-	return (&segmentKey{a: o.a, k: c.k, name: c.name}).StoreRow(ctx)
+// Close releases the key's material for another key (the Allocator is
+// shared and closed with the server).
+func (o *ordernumKey) Close(ctx context.Context) error {
+	if o.ring != nil {
+		o.ring.release(o)
+	}
+	return nil
 }
-
-// Close does nothing: the Allocator is shared and closed with the server.
-func (o *ordernumKey) Close(ctx context.Context) error { return nil }

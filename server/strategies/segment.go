@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
@@ -21,6 +25,7 @@ func segmentStrategy() server.Strategy {
 		Summary: "Leaf-style number segments leased from a store (store: a stores: name, default sqlite in the data directory; step: lease size, default 1000)",
 		Check: func(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			ps := unknownOptions(k, "description")
+			ps = append(ps, checkDescription(k)...)
 			if k.Step != 0 {
 				if err := segment.ValidateStep(k.Step); err != nil {
 					ps = append(ps, server.Problem{Field: "step", Value: fmt.Sprint(k.Step), Message: err.Error()})
@@ -30,6 +35,34 @@ func segmentStrategy() server.Strategy {
 		},
 		New: newSegment,
 	}
+}
+
+// maxDescription is the longest store row description (segment.KeyInfo,
+// Leaf's varchar(256)).
+const maxDescription = 256
+
+// checkDescription validates options.description before it reaches a
+// store: at most 256 bytes of UTF-8 without control characters
+// (PostgreSQL refuses NUL in text, and the refusal used to come back as a
+// 503 quoting the database's error).
+func checkDescription(k server.KeyConfig) []server.Problem {
+	d, ok := k.Options["description"]
+	if !ok {
+		return nil
+	}
+	show := d
+	if len(show) > 32 {
+		show = show[:32] + "..."
+	}
+	switch {
+	case len(d) > maxDescription:
+		return []server.Problem{{Field: "options.description", Value: strconv.QuoteToASCII(show), Message: fmt.Sprintf("is %d bytes, at most %d", len(d), maxDescription)}}
+	case !utf8.ValidString(d):
+		return []server.Problem{{Field: "options.description", Value: strconv.QuoteToASCII(show), Message: "is not valid UTF-8"}}
+	case strings.IndexFunc(d, unicode.IsControl) >= 0:
+		return []server.Problem{{Field: "options.description", Value: strconv.QuoteToASCII(show), Message: "must not hold control characters (NUL, newline, ...)"}}
+	}
+	return nil
 }
 
 // allocatorResource is one Allocator over one store, shared by every segment

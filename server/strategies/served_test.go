@@ -21,6 +21,8 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/ordernum"
+	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/segment/stores"
 	"github.com/idmint/idmint/server"
 )
 
@@ -31,6 +33,7 @@ type setup struct {
 	clk    clock.Clock
 	env    map[string]string
 	dir    string
+	keyDir string
 }
 
 func serveWith(t testing.TB, keys map[string]server.KeyConfig, o setup) (*server.Server, http.Handler) {
@@ -42,7 +45,7 @@ func serveWith(t testing.TB, keys map[string]server.KeyConfig, o setup) (*server
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
-	cfg := &server.Config{DataDir: o.dir, Coordinator: "static://7", Stores: map[string]string{}, Keys: keys}
+	cfg := &server.Config{DataDir: o.dir, Coordinator: "static://7", Stores: map[string]string{}, Keys: keys, KeyDir: o.keyDir}
 	for n, u := range o.stores {
 		cfg.Stores[n] = u
 	}
@@ -308,7 +311,20 @@ func TestRedisChecks(t *testing.T) {
 const (
 	orderKey1 = "000102030405060708090a0b0c0d0e0f"
 	orderKey2 = "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f"
+	orderKey3 = "303132333435363738393a3b3c3d3e3f"
 )
+
+// describeRow reads a segment row of the sqlite store serveWith made in
+// dir (order-number keys show their rows on no page: that is their volume).
+func describeRow(t *testing.T, dir, row string) (segment.KeyInfo, error) {
+	t.Helper()
+	a, err := stores.OpenAllocator(context.Background(), "sqlite://"+filepath.Join(dir, "seg.db"), segment.Options{CloseStore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	return a.Describe(context.Background(), row)
+}
 
 // The sequence of a date format is per day, in the configured zone: the
 // row is ordernum.SequenceKey's (the one the CLI uses), and a new day
@@ -318,19 +334,30 @@ func TestOrdernumSequencePerDay(t *testing.T) {
 	// 15:30 UTC is 23:30 in Shanghai: half an hour before its midnight.
 	clk := clock.NewFake(time.Date(2025, 8, 17, 15, 30, 0, 0, time.UTC))
 	const spec = "length=16,date=yyMMdd"
+	dir := t.TempDir()
 	_, h := serveWith(t, map[string]server.KeyConfig{
 		"inv": {Strategy: "ordernum", Step: 10, Options: map[string]string{"format": spec, "key": orderKey1, "tz": "Asia/Shanghai"}},
-		"utc": {Strategy: "ordernum", Step: 10, Options: map[string]string{"format": spec, "key": orderKey1}},
-	}, setup{clk: clk})
+		"utc": {Strategy: "ordernum", Step: 10, Options: map[string]string{"format": spec, "key": orderKey3}},
+	}, setup{clk: clk, dir: dir})
 	key, _ := ordernum.ParseKey(0, orderKey1)
 	codec, err := ordernum.New(ordernum.MustParseFormat(spec), key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	key3, _ := ordernum.ParseKey(0, orderKey3)
+	codec3, err := ordernum.New(ordernum.MustParseFormat(spec), key3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	decode := func(ids []string) (days map[string]bool, seqs []uint64) {
+		t.Helper()
+		c := codec
+		if len(ids) > 0 && ids[0] == "utc" {
+			c, ids = codec3, ids[1:]
+		}
 		days = map[string]bool{}
 		for _, id := range ids {
-			p, err := codec.Decode(id)
+			p, err := c.Decode(id)
 			if err != nil {
 				t.Fatalf("decode %s: %v", id, err)
 			}
@@ -339,20 +366,30 @@ func TestOrdernumSequencePerDay(t *testing.T) {
 		}
 		return days, seqs
 	}
-	rows := func() string { _, db := get(t, h, "GET", "/db", ""); return db }
+	hasRow := func(row string) bool {
+		t.Helper()
+		_, err := describeRow(t, dir, row)
+		return err == nil
+	}
 	f := ordernum.MustParseFormat(spec)
 	sh, _ := time.LoadLocation("Asia/Shanghai")
 	before := hammer(t, h, "inv", 7, 3)
 	utcBefore := hammer(t, h, "utc", 7, 1)
-	// The row is the name both the CLI and the server derive.
-	if db, row := rows(), ordernum.SequenceKey("inv", f, clk.Now().In(sh)); row != "inv:20250817" || !strings.Contains(db, `"key":"inv:20250817"`) {
-		t.Errorf("before midnight: row %s, rows %s", row, db)
+	// The row is SequenceRow's, in the namespace no segment key can name.
+	if row, _ := ordernum.SequenceRow("inv", f, clk.Now().In(sh)); row != "ordernum/inv/20250817" || !hasRow(row) {
+		t.Errorf("before midnight: row %s missing", row)
 	}
 	clk.Advance(time.Hour) // 00:30 on the 18th in Shanghai, still the 17th in UTC
 	after := hammer(t, h, "inv", 7, 3)
 	utcAfter := hammer(t, h, "utc", 7, 1)
-	if db, row := rows(), ordernum.SequenceKey("inv", f, clk.Now().In(sh)); row != "inv:20250818" || !strings.Contains(db, `"key":"inv:20250818"`) || !strings.Contains(db, `"key":"utc:20250817"`) {
-		t.Errorf("after midnight: row %s, rows %s", row, db)
+	if row, _ := ordernum.SequenceRow("inv", f, clk.Now().In(sh)); row != "ordernum/inv/20250818" || !hasRow(row) || !hasRow("ordernum/utc/20250817") {
+		t.Errorf("after midnight: row %s or ordernum/utc/20250817 missing", row)
+	}
+	// Neither /db nor /cache shows an order-number key: its row is its volume.
+	for _, page := range []string{"/db", "/cache", "/v1/keys", "/v1/keys/inv"} {
+		if _, body := get(t, h, "GET", page, ""); strings.Contains(body, "ordernum/") || strings.Contains(body, "maxId") || strings.Contains(body, "value0") {
+			t.Errorf("%s shows an order-number sequence: %s", page, body)
+		}
 	}
 
 	days, seqBefore := decode(before)
@@ -368,7 +405,7 @@ func TestOrdernumSequencePerDay(t *testing.T) {
 	if minOf(seqAfter) > uint64(len(after)) || minOf(seqBefore) > uint64(len(before)) {
 		t.Fatalf("sequences did not start afresh: %d.. then %d..", minOf(seqBefore), minOf(seqAfter))
 	}
-	if days, _ := decode(append(utcBefore, utcAfter...)); len(days) != 1 || !days["2025-08-17"] {
+	if days, _ := decode(append([]string{"utc"}, append(utcBefore, utcAfter...)...)); len(days) != 1 || !days["2025-08-17"] {
 		t.Fatalf("UTC key: days %v", days)
 	}
 	// /metrics is readable by anyone who reaches the listener: it must not
@@ -399,16 +436,21 @@ func TestOrdernumKeySources(t *testing.T) {
 	_, h := serveWith(t, map[string]server.KeyConfig{
 		"fromfile": {Strategy: "ordernum", Options: map[string]string{"format": spec, "key_file": file}},
 		"fromenv":  {Strategy: "ordernum", Options: map[string]string{"format": spec, "key_env": "ORDER_KEYS"}},
-	}, setup{env: map[string]string{"ORDER_KEYS": "1:" + orderKey1}})
+	}, setup{env: map[string]string{"ORDER_KEYS": "1:" + orderKey3}})
 	keys, err := ordernum.ParseKeys("1:" + orderKey1 + ";2:" + orderKey2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	codec, err := ordernum.New(ordernum.MustParseFormat(spec), keys[0], keys[1:]...)
-	if err != nil {
+	codecs := map[string]*ordernum.Codec{}
+	if codecs["fromfile"], err = ordernum.New(ordernum.MustParseFormat(spec), keys[0], keys[1:]...); err != nil {
+		t.Fatal(err)
+	}
+	k3, _ := ordernum.ParseKey(1, orderKey3)
+	if codecs["fromenv"], err = ordernum.New(ordernum.MustParseFormat(spec), k3); err != nil {
 		t.Fatal(err)
 	}
 	for key, version := range map[string]int{"fromfile": 2, "fromenv": 1} {
+		codec := codecs[key]
 		for _, id := range hammer(t, h, key, 5, 2) {
 			p, err := codec.Decode(id)
 			if err != nil || p.Version != version {
