@@ -1,0 +1,422 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/idmint/idmint/clock"
+)
+
+// Client draws IDs from idmint servers. It is safe for concurrent use.
+// Close it to stop its background refills.
+type Client struct {
+	opts   Options
+	pool   *pool
+	clk    clock.Clock
+	ctx    context.Context // the client's lifetime
+	cancel context.CancelFunc
+
+	last atomic.Pointer[keyState]             // the key of the last call: skips the map
+	keys atomic.Pointer[map[string]*keyState] // copy on write
+	mu   sync.Mutex                           // serialises writers of keys
+
+	closed atomic.Bool
+	wg     sync.WaitGroup // background refills
+}
+
+// New returns a client of the servers at endpoints: http://host:port,
+// https://host:port, grpc://host:port or grpcs://host:port (schemes may be
+// mixed). It does not connect until the first call.
+func New(endpoints []string, opts Options) (*Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("client: endpoints: none given; want at least one URL such as http://127.0.0.1:8080")
+	}
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, clk: opts.Clock}
+	c.pool = &pool{clk: opts.Clock, opts: &c.opts, hooks: &c.opts.Hooks}
+	seen := map[string]bool{}
+	for _, u := range endpoints {
+		if seen[u] {
+			c.closeTransports()
+			return nil, fmt.Errorf("client: endpoints: %q is listed twice", u)
+		}
+		seen[u] = true
+		t, err := newTransport(u, &c.opts)
+		if err != nil {
+			c.closeTransports()
+			return nil, err
+		}
+		c.pool.eps = append(c.pool.eps, &endpoint{url: u, t: t})
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	m := map[string]*keyState{}
+	c.keys.Store(&m)
+	return c, nil
+}
+
+func (c *Client) closeTransports() {
+	for _, e := range c.pool.eps {
+		e.t.close()
+	}
+}
+
+// Close stops background refills, waits for them and closes connections.
+// IDs still buffered are dropped: gaps, never reissued. Calls after Close
+// return ErrClosed once the buffer is empty.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.closeTransports()
+	return nil
+}
+
+// checkName mirrors the server's key-name rule (server.CheckName):
+// letters and digits, then also . _ : -, at most 128 bytes.
+func checkName(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: key: must not be empty", ErrBadKey)
+	}
+	if len(s) > 128 {
+		return fmt.Errorf("%w: key: %d bytes, at most 128", ErrBadKey, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: key: %q is not valid UTF-8", ErrBadKey, s)
+	}
+	for i, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || (i > 0 && (r == '.' || r == '_' || r == ':' || r == '-')) {
+			continue
+		}
+		return fmt.Errorf("%w: key: %q: character %q at byte %d is not allowed (letters, digits, . _ : - only)", ErrBadKey, s, r, i)
+	}
+	return nil
+}
+
+// key returns the state of key name, creating it on first use.
+func (c *Client) key(name string) (*keyState, error) {
+	if k, ok := (*c.keys.Load())[name]; ok {
+		c.last.Store(k)
+		return k, nil
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	old := *c.keys.Load()
+	k, ok := old[name]
+	if !ok {
+		k = &keyState{name: name, c: c, batch: int64(c.opts.MinBatch), wake: make(chan struct{})}
+		k.token = c.opts.Token
+		if t, ok := c.opts.Tokens[name]; ok {
+			k.token = t
+		}
+		m := make(map[string]*keyState, len(old)+1)
+		for n, v := range old {
+			m[n] = v
+		}
+		m[name] = k
+		c.keys.Store(&m)
+	}
+	c.mu.Unlock()
+	c.last.Store(k)
+	return k, nil
+}
+
+// Next returns one new ID of key. Served from the buffer it costs one
+// atomic add and allocates nothing; otherwise it waits for a refill, at
+// most until ctx's deadline (Options.Timeout without one). IDs one Client
+// returns for a key are unique; within one refill of a segment key they
+// increase.
+func (c *Client) Next(ctx context.Context, key string) (int64, error) {
+	k := c.last.Load()
+	if k == nil || k.name != key {
+		var err error
+		if k, err = c.key(key); err != nil {
+			return 0, err
+		}
+	}
+	if ch := k.cur.Load(); ch != nil {
+		if i := ch.next.Add(1) - 1; i < ch.n {
+			if i == ch.low {
+				k.kick()
+			}
+			if ch.ids != nil {
+				return ch.ids[i], nil
+			}
+			return ch.first + i, nil
+		}
+	}
+	return c.nextSlow(ctx, k)
+}
+
+func (c *Client) nextSlow(ctx context.Context, k *keyState) (int64, error) {
+	var one [1]int64
+	if err := c.fill(ctx, k, one[:]); err != nil {
+		return 0, err
+	}
+	return one[0], nil
+}
+
+// NextN fills dst with new IDs of key. On error the content of dst is
+// undefined (IDs it holds are gaps, never reissued).
+func (c *Client) NextN(ctx context.Context, key string, dst []int64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	k, err := c.key(key)
+	if err != nil {
+		return err
+	}
+	return c.fill(ctx, k, dst)
+}
+
+// Range reserves up to n contiguous IDs of a segment key: [first,
+// first+count), 1 <= count <= n. Like the server's range call, count may
+// be less than n where a buffered range ends. Keys without contiguous
+// ranges give ErrNoRanges.
+func (c *Client) Range(ctx context.Context, key string, n int64) (first, count int64, err error) {
+	if n < 1 || n > 1<<40 {
+		return 0, 0, fmt.Errorf("client: Range: n: %d is out of range: must be between 1 and 2^40", n)
+	}
+	k, err := c.key(key)
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	var last error
+	for {
+		switch k.mode.Load() {
+		case modeBatch, modeDirect:
+			return 0, 0, fmt.Errorf("%w: key %q uses strategy %q; use Next or NextN", ErrNoRanges, key, k.strategyName())
+		case modeText:
+			return 0, 0, k.textErr()
+		}
+		if ch := k.cur.Load(); ch != nil {
+			want := n
+			if ch.ids != nil {
+				want = 1
+			}
+			end := ch.next.Add(want)
+			if i := end - want; i < ch.n {
+				got := min(end, ch.n) - i
+				if i <= ch.low && ch.low < i+got {
+					k.kick()
+				}
+				if ch.ids != nil {
+					return ch.ids[i], 1, nil
+				}
+				return ch.first + i, got, nil
+			}
+			if k.promote(ch) {
+				continue
+			}
+		} else if k.promote(nil) {
+			continue
+		}
+		if err := c.wait(ctx, k, &last); err != nil {
+			return 0, 0, err
+		}
+	}
+}
+
+// bound gives ctx the default deadline when it has none.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.opts.Timeout)
+}
+
+// fill is the slow path of Next and NextN: take from the buffer, wait for
+// refills (or ask directly for keys that are not prefetched), retry with
+// backoff, until dst is full or ctx ends.
+func (c *Client) fill(ctx context.Context, k *keyState, dst []int64) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	got := 0
+	var last error
+	for {
+		got += k.take(dst[got:])
+		if got == len(dst) {
+			return nil
+		}
+		switch k.mode.Load() {
+		case modeText:
+			return k.textErr()
+		case modeDirect:
+			n, err := c.direct(ctx, k, dst[got:])
+			got += n
+			if err == nil {
+				continue
+			}
+			if err := c.backoff(ctx, k, err, &last); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.wait(ctx, k, &last); err != nil {
+			return err
+		}
+	}
+}
+
+// wait waits for the buffer of k to get IDs: it starts a refill unless one
+// is running. It returns nil when the caller should look again, or the
+// error to return.
+func (c *Client) wait(ctx context.Context, k *keyState, last *error) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	err := k.await(ctx)
+	if err == nil {
+		return nil
+	}
+	return c.backoff(ctx, k, err, last)
+}
+
+// backoff handles a failed attempt: a permanent failure is returned; a
+// retryable one is remembered and waited out (until the soonest endpoint
+// may be tried again, at least MinBackoff), unless ctx ends first.
+func (c *Client) backoff(ctx context.Context, k *keyState, err error, last *error) error {
+	if ctx.Err() != nil {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			*last = err
+		}
+		return &WaitError{Key: k.name, Ctx: ctx.Err(), Last: *last}
+	}
+	if !retryable(err) {
+		return fmt.Errorf("client: key %q: %w", k.name, err)
+	}
+	*last = err
+	d := c.opts.MinBackoff
+	var u *unavailable
+	if errors.As(err, &u) && u.retryAt > 0 {
+		d = max(d, u.retryAt-c.clk.Mono())
+	}
+	if c.clk.Sleep(ctx, d) != nil {
+		return &WaitError{Key: k.name, Ctx: ctx.Err(), Last: *last}
+	}
+	return nil
+}
+
+// WaitError is returned when a call's context ends before it got its IDs:
+// every endpoint failed, refused or was backing off. It wraps
+// ErrUnavailable, the context's error and the last endpoint failure.
+type WaitError struct {
+	Key  string
+	Ctx  error // context.DeadlineExceeded or context.Canceled
+	Last error // the last failure, nil if no attempt finished
+}
+
+func (e *WaitError) Error() string {
+	s := fmt.Sprintf("client: key %q: no IDs before the context ended (%v)", e.Key, e.Ctx)
+	if e.Last != nil {
+		return s + "; last failure: " + e.Last.Error()
+	}
+	return s + "; no endpoint answered"
+}
+
+func (e *WaitError) Unwrap() []error {
+	out := []error{ErrUnavailable, e.Ctx}
+	if e.Last != nil {
+		out = append(out, e.Last)
+	}
+	return out
+}
+
+// direct asks an endpoint for len(dst) IDs (at most MaxCount) of a key
+// that is not prefetched: each call is its own request, sent after the
+// call began, so a monotonic key stays linearizable.
+func (c *Client) direct(ctx context.Context, k *keyState, dst []int64) (int, error) {
+	n := min(len(dst), c.opts.MaxCount)
+	ids, err := do(ctx, c.pool, k.name, func(ctx context.Context, t transport) ([]int64, error) {
+		_, ids, text, err := t.ids(ctx, k.name, k.token, n)
+		if err == nil && text {
+			return nil, k.textErr()
+		}
+		return ids, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return copy(dst, ids), nil
+}
+
+// Buffered returns how many IDs of key the client holds.
+func (c *Client) Buffered(key string) int64 {
+	k, ok := (*c.keys.Load())[key]
+	if !ok {
+		return 0
+	}
+	return k.buffered()
+}
+
+// KeyStats describes one key's buffer.
+type KeyStats struct {
+	Key          string
+	Strategy     string // "" until the first answer
+	Prefetched   bool   // false for monotonic, text and unknown strategies
+	Buffered     int64  // IDs held
+	Batch        int64  // IDs the next refill asks for
+	Refills      int64  // refills that brought IDs
+	RefillErrors int64  // refills that brought none
+}
+
+// EndpointStats describes one endpoint's health.
+type EndpointStats struct {
+	URL       string
+	Available bool // its circuit breaker is closed
+	Requests  int64
+	Failures  int64
+	LastError string // of the current run of failures
+}
+
+// Stats is a snapshot of a client's buffers and endpoints.
+type Stats struct {
+	Keys      []KeyStats
+	Endpoints []EndpointStats
+	Failovers int64 // requests moved to another endpoint after a failure
+	Hedges    int64 // requests also sent to a second endpoint for being slow
+}
+
+// Stats returns a snapshot of buffers, endpoints and counters.
+func (c *Client) Stats() Stats {
+	var s Stats
+	for _, k := range *c.keys.Load() {
+		k.mu.Lock()
+		ks := KeyStats{Key: k.name, Strategy: k.strategy, Batch: k.batch}
+		k.mu.Unlock()
+		m := k.mode.Load()
+		ks.Prefetched = m == modeRange || m == modeBatch
+		ks.Buffered = k.buffered()
+		ks.Refills, ks.RefillErrors = k.refills.Load(), k.refillErrors.Load()
+		s.Keys = append(s.Keys, ks)
+	}
+	now := c.clk.Mono()
+	for _, e := range c.pool.eps {
+		closed, _ := e.state(now, c.opts.BreakerThreshold)
+		es := EndpointStats{URL: e.url, Available: closed, Requests: e.requests.Load(), Failures: e.failures.Load()}
+		e.mu.Lock()
+		if e.lastErr != nil {
+			es.LastError = e.lastErr.Error()
+		}
+		e.mu.Unlock()
+		s.Endpoints = append(s.Endpoints, es)
+	}
+	s.Failovers, s.Hedges = c.pool.failovers.Load(), c.pool.hedges.Load()
+	return s
+}

@@ -1,0 +1,46 @@
+// Package client is idmint's Go client: it draws IDs from one or more
+// idmint servers over HTTP or gRPC and serves them from a local buffer.
+//
+//	c, err := client.New([]string{"http://id1:8080", "http://id2:8080"}, client.Options{Token: "..."})
+//	id, err := c.Next(ctx, "order")
+//
+// # Prefetch
+//
+// Segment keys are buffered as ranges (/v1/keys/{key}/range), snowflake,
+// ticket and redis keys as batches of IDs (/v1/keys/{key}/ids). A call to
+// Next takes one ID from the current range with a single atomic add; when
+// a range is half used and nothing is queued behind it, a background
+// refill starts. The refill size adapts the way Meituan Leaf's dynamic step
+// does (a refill that came sooner than Options.RefillEvery doubles the
+// size, one that came later than twice that halves it) and grows at once
+// when a caller found the buffer empty (hunger, as CosId's safe distance
+// grows). IDs a process never hands out are gaps; the client never asks a
+// server for them again, so they are never reissued.
+//
+// Monotonic keys are never prefetched: each call is its own request, so
+// real-time order across the cluster holds (design.md U8). Keys of other
+// strategies the client does not know to be safe to buffer are not
+// prefetched either. Text keys (UUID family, order numbers) are refused by
+// Next: their IDs are not int64.
+//
+// # Failover
+//
+// Requests go to healthy endpoints in turn. A failure is classified:
+// retryable (connection refused or reset, timeout, 5xx, 429, a malformed
+// answer) fails over to the next endpoint at once; permanent (400, 401,
+// 403, unknown key) is returned to the caller at once. An endpoint that
+// fails Options.BreakerThreshold times in a row is left alone for a
+// backoff that doubles up to Options.MaxBackoff; Retry-After (HTTP header,
+// gRPC "retry-after" trailer) sets the least backoff. After the backoff
+// one request probes it (half-open). A request that has no answer after
+// Options.HedgeAfter is also sent to a second endpoint; the first answer
+// wins, and the slow endpoint is counted as failing.
+//
+// # Deadlines
+//
+// Every call takes a context. With every endpoint down the client serves
+// what it holds; once that is gone it waits for an endpoint, retrying
+// with backoff, until the context's deadline (or Options.Timeout when the
+// context has none) and then returns an error that wraps ErrUnavailable,
+// the context's error and the last failure.
+package client

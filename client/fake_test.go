@@ -1,0 +1,255 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/idmint/idmint/api/idmintv1"
+)
+
+// cluster is the shared state of fake nodes: one counter per key, as a
+// shared segment store or worker registry would give.
+type cluster struct {
+	mu      sync.Mutex
+	next    map[string]int64
+	issued  atomic.Int64 // IDs handed out by all nodes
+	token   string       // required for key "secret"
+	counted sync.Map     // key -> *atomic.Int64 requests
+}
+
+func newCluster() *cluster { return &cluster{next: map[string]int64{}, token: "s3cret"} }
+
+var fakeStrategy = map[string]string{"order": "segment", "flake": "snowflake", "tick": "ticket", "mono": "monotonic", "uuid": "uuid", "secret": "segment", "count": "counter", "stepped": "segment"}
+
+func (c *cluster) take(key string, n int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := c.next[key] + 1
+	c.next[key] += n
+	c.issued.Add(n)
+	return first
+}
+
+func (c *cluster) requests(key string) int64 {
+	v, _ := c.counted.LoadOrStore(key, new(atomic.Int64))
+	return v.(*atomic.Int64).Load()
+}
+
+// Fault modes of a fake node.
+const (
+	modeOK = iota
+	modeGarbage
+	mode500
+	modeSlow // answers after the request is cancelled, or never
+	mode429
+	mode503
+)
+
+// fakeNode is one HTTP node of a cluster with a switchable fault.
+type fakeNode struct {
+	c     *cluster
+	mode  atomic.Int32
+	srv   *httptest.Server
+	calls atomic.Int64
+	hold  chan struct{} // modeSlow waits on it or the request
+}
+
+func newFakeNode(t *testing.T, c *cluster) *fakeNode {
+	n := &fakeNode{c: c, hold: make(chan struct{})}
+	n.srv = httptest.NewServer(n)
+	t.Cleanup(func() {
+		close(n.hold)
+		n.srv.Close()
+	})
+	return n
+}
+
+func (n *fakeNode) url() string { return n.srv.URL }
+
+func writeErr(w http.ResponseWriter, status int, code, field, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg, "field": field}})
+	w.Write(b)
+}
+
+func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n.calls.Add(1)
+	switch n.mode.Load() {
+	case modeGarbage:
+		w.Write([]byte(`{"first":"12","last":"oops`))
+		return
+	case mode500:
+		w.WriteHeader(500)
+		w.Write([]byte("internal error"))
+		return
+	case modeSlow:
+		select {
+		case <-r.Context().Done():
+		case <-n.hold:
+		}
+		return
+	case mode429:
+		w.Header().Set("Retry-After", "7")
+		writeErr(w, 429, "rate_limited", "key", "slow down")
+		return
+	case mode503:
+		w.Header().Set("Retry-After", "1")
+		writeErr(w, 503, "unavailable", "", "cannot issue now")
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/keys/"), "/")
+	if len(parts) != 2 {
+		writeErr(w, 404, "not_found", "path", "no such endpoint")
+		return
+	}
+	key, op := parts[0], parts[1]
+	st, ok := fakeStrategy[key]
+	if !ok {
+		writeErr(w, 404, "unknown_key", "key", "no key called "+strconv.Quote(key))
+		return
+	}
+	v, _ := n.c.counted.LoadOrStore(key, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+	if key == "secret" && r.Header.Get("Authorization") != "Bearer "+n.c.token {
+		if r.Header.Get("Authorization") == "" {
+			writeErr(w, 401, "unauthorized", "Authorization", "a bearer token is required")
+		} else {
+			writeErr(w, 403, "forbidden", "Authorization", "wrong token")
+		}
+		return
+	}
+	count, err := strconv.Atoi(r.URL.Query().Get("count"))
+	if err != nil || count < 1 || count > 10000 {
+		writeErr(w, 400, "bad_count", "count", "count: "+r.URL.Query().Get("count")+" is out of range")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch op {
+	case "range":
+		if st != "segment" || key == "stepped" {
+			writeErr(w, 400, "unsupported", "key", "no ranges")
+			return
+		}
+		first := n.c.take(key, int64(count))
+		fmt.Fprintf(w, `{"key":%q,"first":"%d","last":"%d","count":%d}`, key, first, first+int64(count)-1, count)
+	case "ids":
+		ids := make([]string, count)
+		if st == "uuid" {
+			for i := range ids {
+				ids[i] = fmt.Sprintf("0190a2b4-0000-7000-8000-%012d", n.c.take(key, 1))
+			}
+		} else {
+			first := n.c.take(key, int64(count))
+			for i := range ids {
+				ids[i] = strconv.FormatInt(first+int64(i), 10)
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"key": key, "strategy": st, "ids": ids})
+		w.Write(b)
+	default:
+		writeErr(w, 404, "not_found", "path", "no such endpoint")
+	}
+}
+
+// down makes the node refuse connections (closed listener); up is not
+// possible for an httptest server, so tests that bring nodes back use
+// mode503 instead.
+func (n *fakeNode) down() { n.srv.CloseClientConnections(); n.srv.Listener.Close() }
+
+// grpcNode is a fake gRPC node of a cluster.
+type grpcNode struct {
+	v1.UnimplementedIDsServer
+	c    *cluster
+	addr string
+}
+
+func newGRPCNode(t *testing.T, c *cluster) *grpcNode {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &grpcNode{c: c, addr: l.Addr().String()}
+	s := grpc.NewServer()
+	v1.RegisterIDsServer(s, g)
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+	return g
+}
+
+func (g *grpcNode) check(ctx context.Context, key string, count uint32) (string, error) {
+	st, ok := fakeStrategy[key]
+	if !ok {
+		return "", status.Error(codes.NotFound, "key: no key called "+strconv.Quote(key))
+	}
+	if key == "secret" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if v := md.Get("authorization"); len(v) == 0 || v[0] != "Bearer "+g.c.token {
+			return "", status.Error(codes.Unauthenticated, "authorization: a valid bearer token is required")
+		}
+	}
+	if count < 1 || count > 10000 {
+		return "", status.Error(codes.InvalidArgument, "count: out of range")
+	}
+	return st, nil
+}
+
+func (g *grpcNode) NextRange(ctx context.Context, r *v1.NextRangeRequest) (*v1.NextRangeResponse, error) {
+	st, err := g.check(ctx, r.Key, r.Count)
+	if err != nil {
+		return nil, err
+	}
+	if st != "segment" {
+		return nil, status.Error(codes.InvalidArgument, "key: no ranges")
+	}
+	return &v1.NextRangeResponse{Key: r.Key, First: g.c.take(r.Key, int64(r.Count)), Count: int64(r.Count)}, nil
+}
+
+func (g *grpcNode) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (*v1.NextIDsResponse, error) {
+	st, err := g.check(ctx, r.Key, r.Count)
+	if err != nil {
+		return nil, err
+	}
+	resp := &v1.NextIDsResponse{Key: r.Key, Strategy: st}
+	first := g.c.take(r.Key, int64(r.Count))
+	for i := range int64(r.Count) {
+		if st == "uuid" {
+			resp.TextIds = append(resp.TextIds, fmt.Sprint(first+i))
+		} else {
+			resp.Ids = append(resp.Ids, first+i)
+		}
+	}
+	return resp, nil
+}
+
+// testCtx bounds a test's call.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newClient(t *testing.T, eps []string, opts Options) *Client {
+	t.Helper()
+	c, err := New(eps, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

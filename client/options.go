@@ -1,0 +1,126 @@
+package client
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/idmint/idmint/clock"
+)
+
+// Options configures a Client. Every zero value means the default given.
+type Options struct {
+	// Token is sent as "Authorization: Bearer <Token>" (gRPC: the
+	// "authorization" metadata) with every request. Default none.
+	Token string
+	// Tokens overrides Token for the keys it names.
+	Tokens map[string]string
+	// TLS configures https:// and grpcs:// endpoints (and makes grpc://
+	// ones use TLS too). Default: the system roots.
+	TLS *tls.Config
+	// HTTPClient replaces the HTTP client (then TLS is not applied to it).
+	HTTPClient *http.Client
+	// GRPCDialOptions are added to every gRPC connection's options.
+	GRPCDialOptions []grpc.DialOption
+
+	// Timeout bounds a call whose context has no deadline. Default 10s.
+	Timeout time.Duration
+	// AttemptTimeout bounds one request to one endpoint. Default 3s.
+	AttemptTimeout time.Duration
+	// HedgeAfter is how long a request waits for an answer before it is
+	// also sent to another endpoint. Default 200ms; negative: never hedge.
+	HedgeAfter time.Duration
+
+	// RefillEvery is the interval between refills the batch size aims
+	// at. Default 2s.
+	RefillEvery time.Duration
+	// MinBatch and MaxBatch bound the IDs one refill fetches. Defaults
+	// 100 and 1,000,000. A process that exits loses at most about
+	// 1.5×MaxBatch IDs per key (gaps, never reissued).
+	MinBatch, MaxBatch int
+	// MaxCount is the most IDs one request asks for: the servers'
+	// max_count. Default 10000, the server's default.
+	MaxCount int
+
+	// BreakerThreshold is how many consecutive failures open an
+	// endpoint's circuit breaker. Default 2.
+	BreakerThreshold int
+	// MinBackoff and MaxBackoff bound how long an open breaker keeps an
+	// endpoint out of rotation; the backoff doubles per failure. Defaults
+	// 100ms and 10s.
+	MinBackoff, MaxBackoff time.Duration
+
+	// Hooks are called on refills, failovers and hedges.
+	Hooks Hooks
+	// Clock is the time source for backoff, hedging and batch sizing.
+	// Default the system clock.
+	Clock clock.Clock
+}
+
+func (o *Options) setDefaults() {
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = 3 * time.Second
+	}
+	if o.HedgeAfter == 0 {
+		o.HedgeAfter = 200 * time.Millisecond
+	}
+	if o.RefillEvery == 0 {
+		o.RefillEvery = 2 * time.Second
+	}
+	if o.MinBatch == 0 {
+		o.MinBatch = 100
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = 1_000_000
+	}
+	if o.MaxCount == 0 {
+		o.MaxCount = 10000
+	}
+	if o.BreakerThreshold == 0 {
+		o.BreakerThreshold = 2
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 10 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.NewReal()
+	}
+}
+
+func (o *Options) validate() error {
+	bad := func(field string, v any, why string) error {
+		return fmt.Errorf("client: Options.%s: %v: %s", field, v, why)
+	}
+	switch {
+	case o.Timeout < 0:
+		return bad("Timeout", o.Timeout, "must not be negative")
+	case o.AttemptTimeout < 0:
+		return bad("AttemptTimeout", o.AttemptTimeout, "must not be negative")
+	case o.RefillEvery < 0:
+		return bad("RefillEvery", o.RefillEvery, "must not be negative")
+	case o.MinBatch < 1:
+		return bad("MinBatch", o.MinBatch, "must be at least 1")
+	case o.MaxBatch < o.MinBatch:
+		return bad("MaxBatch", o.MaxBatch, fmt.Sprintf("must be at least MinBatch (%d)", o.MinBatch))
+	case o.MaxBatch > 1<<30:
+		return bad("MaxBatch", o.MaxBatch, "must be at most 2^30")
+	case o.MaxCount < 1 || o.MaxCount > 1_000_000:
+		return bad("MaxCount", o.MaxCount, "must be between 1 and 1000000 (the server's max_count range)")
+	case o.BreakerThreshold < 1:
+		return bad("BreakerThreshold", o.BreakerThreshold, "must be at least 1")
+	case o.MinBackoff < 0:
+		return bad("MinBackoff", o.MinBackoff, "must not be negative")
+	case o.MaxBackoff < o.MinBackoff:
+		return bad("MaxBackoff", o.MaxBackoff, fmt.Sprintf("must be at least MinBackoff (%v)", o.MinBackoff))
+	}
+	return nil
+}
