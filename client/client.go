@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/idmint/idmint/clock"
 )
@@ -102,10 +103,18 @@ func checkName(s string) error {
 	return nil
 }
 
+// sameString is a == b, quicker when both share their bytes (the usual
+// case: a caller passes the same string constant every time).
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
 // key returns the state of key name, creating it on first use.
 func (c *Client) key(name string) (*keyState, error) {
 	if k, ok := (*c.keys.Load())[name]; ok {
-		c.last.Store(k)
+		if c.last.Load() != k {
+			c.last.Store(k)
+		}
 		return k, nil
 	}
 	if err := checkName(name); err != nil {
@@ -139,7 +148,7 @@ func (c *Client) key(name string) (*keyState, error) {
 // increase.
 func (c *Client) Next(ctx context.Context, key string) (int64, error) {
 	k := c.last.Load()
-	if k == nil || k.name != key {
+	if k == nil || !sameString(k.name, key) {
 		var err error
 		if k, err = c.key(key); err != nil {
 			return 0, err
@@ -161,7 +170,7 @@ func (c *Client) Next(ctx context.Context, key string) (int64, error) {
 
 func (c *Client) nextSlow(ctx context.Context, k *keyState) (int64, error) {
 	var one [1]int64
-	if err := c.fill(ctx, k, one[:]); err != nil {
+	if err := c.fill(ctx, k, one[:], 0); err != nil {
 		return 0, err
 	}
 	return one[0], nil
@@ -177,7 +186,11 @@ func (c *Client) NextN(ctx context.Context, key string, dst []int64) error {
 	if err != nil {
 		return err
 	}
-	return c.fill(ctx, k, dst)
+	got := k.take(dst)
+	if got == len(dst) {
+		return nil
+	}
+	return c.fill(ctx, k, dst, got)
 }
 
 // Range reserves up to n contiguous IDs of a segment key: [first,
@@ -240,14 +253,13 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 
 // fill is the slow path of Next and NextN: take from the buffer, wait for
 // refills (or ask directly for keys that are not prefetched), retry with
-// backoff, until dst is full or ctx ends.
-func (c *Client) fill(ctx context.Context, k *keyState, dst []int64) error {
+// backoff, until dst[got:] is full or ctx ends.
+func (c *Client) fill(ctx context.Context, k *keyState, dst []int64, got int) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	got := 0
 	var last error
 	for {
 		got += k.take(dst[got:])
