@@ -24,6 +24,7 @@ func Register(reg *server.Registry) error {
 	for _, l := range textLayouts() {
 		errs = append(errs, reg.RegisterLayout(l))
 	}
+	errs = append(errs, reg.RegisterLayout(server.Layout{Name: "monotonic", Decode: decodeMonotonic}))
 	reg.SetLayoutBuilder(func(name, spec string) (server.Layout, error) {
 		l, err := snowflake.ParseLayout(spec)
 		if err != nil {
@@ -35,7 +36,7 @@ func Register(reg *server.Registry) error {
 }
 
 func all() []server.Strategy {
-	return append([]server.Strategy{snowflakeStrategy(), segmentStrategy(), ordernumStrategy(), ticketStrategy(), redisStrategy()}, textStrategies()...)
+	return append([]server.Strategy{snowflakeStrategy(), segmentStrategy(), ordernumStrategy(), ticketStrategy(), redisStrategy(), monotonicStrategy()}, textStrategies()...)
 }
 
 // retryable marks an issuer's refusal with how long a client should wait.

@@ -1,0 +1,300 @@
+package strategies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/monotonic"
+	"github.com/idmint/idmint/server"
+)
+
+// monotonicStrategy serves keys strictly increasing across the cluster in
+// real-time order (U8): package monotonic's Etcd source when the node has
+// an etcd (the coordinator or options.etcd), its File source otherwise.
+func monotonicStrategy() server.Strategy {
+	return server.Strategy{
+		Name: "monotonic",
+		Summary: "strictly increasing across every node in real-time order: an etcd-elected leader issues from memory under a " +
+			"persisted, fenced bound; followers forward (options: form: counter (default) or timestamp (Unix ms<<18 | logical); " +
+			"etcd: host:port[,host:port] (default: the coordinator's, when it is etcd://; none: single node, bound in the data directory); " +
+			"ttl: leadership lease in whole seconds, default 5; window: counter headroom, default 100000; time_window: timestamp headroom, default 3s; " +
+			"peer_listen: the internal forwarding listener, default 127.0.0.1:0; advertise: the address peers reach it at, default its own)",
+		Check: checkMonotonic,
+		New:   newMonotonic,
+	}
+}
+
+var monotonicOptions = []string{"form", "etcd", "ttl", "window", "time_window", "peer_listen", "advertise"}
+
+func checkMonotonic(k server.KeyConfig, cfg *server.Config) []server.Problem {
+	ps := unknownOptions(k, monotonicOptions...)
+	if _, err := monotonic.ParseForm(k.Options["form"]); err != nil {
+		ps = append(ps, server.Problem{Field: "options.form", Value: k.Options["form"], Message: "must be counter or timestamp"})
+	}
+	if _, p := intOption(k, "ttl", 5, 2, 3600); p != nil {
+		ps = append(ps, *p)
+	}
+	if _, p := intOption(k, "window", monotonic.DefaultWindow, 1, 1<<40); p != nil {
+		ps = append(ps, *p)
+	}
+	if v, ok := k.Options["time_window"]; ok {
+		if d, err := time.ParseDuration(v); err != nil || d < time.Millisecond || d > time.Hour {
+			ps = append(ps, server.Problem{Field: "options.time_window", Value: v, Message: "must be a duration between 1ms and 1h"})
+		}
+	}
+	if v, ok := k.Options["etcd"]; ok {
+		if _, err := etcdHosts(v); err != nil {
+			ps = append(ps, server.Problem{Field: "options.etcd", Value: v, Message: err.Error()})
+		}
+	}
+	for _, f := range []string{"peer_listen", "advertise"} {
+		if v, ok := k.Options[f]; ok {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				ps = append(ps, server.Problem{Field: "options." + f, Value: v, Message: "must be host:port"})
+			}
+		}
+	}
+	if k.Step != 0 {
+		ps = append(ps, server.Problem{Field: "step", Value: strconv.FormatInt(k.Step, 10), Message: "monotonic keys have no segment step; the bound's headroom is options.window"})
+	}
+	return ps
+}
+
+func etcdHosts(v string) ([]string, error) {
+	var hs []string
+	for _, h := range strings.Split(v, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return nil, fmt.Errorf("%q is not host:port", h)
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}
+
+// monotonicEtcd returns the etcd endpoints and key prefix for a key: its
+// own etcd option under /idmint/monotonic/, or the coordinator's
+// (etcd://h1,h2/prefix?name=N: under prefix/N/monotonic/).
+func monotonicEtcd(cfg *server.Config, k server.KeyConfig) (hosts []string, prefix string, err error) {
+	if v, ok := k.Options["etcd"]; ok {
+		hs, err := etcdHosts(v)
+		return hs, "/idmint/monotonic/", err
+	}
+	u, err := url.Parse(cfg.Coordinator)
+	if err != nil || !strings.EqualFold(u.Scheme, "etcd") {
+		return nil, "", nil
+	}
+	var hs []string
+	for _, h := range strings.Split(u.Host, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(h, "2379")
+		}
+		hs = append(hs, h)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	if p == "" {
+		p = "/idmint"
+	}
+	name := u.Query().Get("name")
+	if name == "" {
+		name = "default"
+	}
+	return hs, p + "/" + name + "/monotonic/", nil
+}
+
+// monotonicCluster is the etcd client and peer listener every monotonic
+// key of a node shares.
+type monotonicCluster struct {
+	cli   *clientv3.Client
+	peers *monotonic.Peers
+	addr  string // advertised
+}
+
+func (c *monotonicCluster) Close(ctx context.Context) error {
+	err := c.peers.Close()
+	if cerr := c.cli.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func newMonotonic(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+	form, _ := monotonic.ParseForm(k.Options["form"])
+	window, _ := intOption(k, "window", monotonic.DefaultWindow, 1, 1<<40)
+	twindow := monotonic.DefaultTimeWindow
+	if v, ok := k.Options["time_window"]; ok {
+		twindow, _ = time.ParseDuration(v)
+	}
+	hosts, prefix, err := monotonicEtcd(env.Config, k)
+	if err != nil {
+		return nil, err
+	}
+	if len(hosts) == 0 {
+		path := filepath.Join(env.Config.DataDir, "monotonic-"+sanitize(name)+".bound")
+		f, err := monotonic.OpenFile(monotonic.FileConfig{Path: path, Form: form, Window: window, TimeWindow: twindow, Clock: env.Clock})
+		if err != nil {
+			return nil, err
+		}
+		env.Logger.Info("monotonic key ready (single node: bound in the data directory)", "key", name, "form", form, "bound_file", path)
+		return &monotonicKey{src: f, form: form, file: f, clk: env.Clock}, nil
+	}
+	ttl, _ := intOption(k, "ttl", 5, 2, 3600)
+	peerListen := k.Options["peer_listen"]
+	if peerListen == "" {
+		peerListen = "127.0.0.1:0"
+	}
+	res, err := env.Shared(ctx, "monotonic cluster "+strings.Join(hosts, ",")+" "+peerListen, func(ctx context.Context) (server.Resource, error) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), Context: context.Background()})
+		if err != nil {
+			return nil, fmt.Errorf("monotonic: etcd %s: %w", strings.Join(hosts, ","), err)
+		}
+		p, err := monotonic.ListenPeers(peerListen)
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		addr := k.Options["advertise"]
+		if addr == "" {
+			addr = p.Addr()
+		}
+		return &monotonicCluster{cli: cli, peers: p, addr: addr}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	mc := res.(*monotonicCluster)
+	e, err := monotonic.NewEtcd(monotonic.EtcdConfig{
+		Client: mc.cli, Prefix: prefix + sanitize(name) + "/", Name: name, Form: form, Window: window, TimeWindow: twindow,
+		TTL: time.Duration(ttl) * time.Second, Advertise: mc.addr, Forward: mc.peers, Clock: env.Clock,
+		Logger: env.Logger.With("key", name),
+	})
+	if err != nil {
+		return nil, err
+	}
+	mc.peers.Add(name, e)
+	env.Logger.Info("monotonic key ready (cluster)", "key", name, "form", form, "etcd", strings.Join(hosts, ","), "prefix", prefix, "peer", mc.addr)
+	return &monotonicKey{src: e, form: form, etcd: e, peers: mc.peers, name: name, clk: env.Clock}, nil
+}
+
+// monotonicKey serves one monotonic key.
+type monotonicKey struct {
+	src   monotonic.Source
+	form  monotonic.Form
+	file  *monotonic.File // single node
+	etcd  *monotonic.Etcd // cluster
+	peers *monotonic.Peers
+	name  string
+	clk   clock.Clock
+}
+
+func (k *monotonicKey) refusal(err error) error {
+	switch {
+	case errors.Is(err, monotonic.ErrBadCount):
+		return &server.InputError{Field: "count", Err: err}
+	case errors.Is(err, monotonic.ErrFenced):
+		return &retryable{err, time.Second}
+	}
+	return &retryable{err, time.Second}
+}
+
+// NextInt64s fills dst with consecutive values, all above every value
+// answered before this request was sent.
+func (k *monotonicKey) NextInt64s(ctx context.Context, dst []int64) error {
+	first, err := k.src.Next(ctx, int64(len(dst)))
+	if err != nil {
+		return k.refusal(err)
+	}
+	for i := range dst {
+		dst[i] = first + int64(i)
+	}
+	return nil
+}
+
+// NextRange hands out [first, first+n) whole.
+func (k *monotonicKey) NextRange(ctx context.Context, n int64) (int64, int64, error) {
+	first, err := k.src.Next(ctx, n)
+	if err != nil {
+		return 0, 0, k.refusal(err)
+	}
+	return first, n, nil
+}
+
+// Decode reads a timestamp-form ID; counter IDs have no parts.
+func (k *monotonicKey) Decode(id string) (server.Decoded, error) {
+	if k.form != monotonic.Timestamp {
+		return server.Decoded{}, errors.New("a counter-form monotonic ID has no parts to decode")
+	}
+	return decodeMonotonic(id)
+}
+
+func decodeMonotonic(id string) (server.Decoded, error) {
+	v, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return server.Decoded{}, fmt.Errorf("id %q is not a decimal int64", id)
+	}
+	p, err := monotonic.Decode(v)
+	if err != nil {
+		return server.Decoded{}, err
+	}
+	return server.Decoded{Layout: "monotonic", Time: p.Time, Sequence: p.Logical}, nil
+}
+
+// Ready fails while a cluster key knows no leader.
+func (k *monotonicKey) Ready(ctx context.Context) error {
+	if k.etcd == nil {
+		return nil
+	}
+	if addr, self := k.etcd.Leader(); !self && addr == "" {
+		return errors.New("monotonic: no leader known yet")
+	}
+	return nil
+}
+
+// Stats reports leadership, the bound's headroom, failovers and forwarded
+// requests.
+func (k *monotonicKey) Stats() []server.Stat {
+	var last, bound int64
+	leader := 1.0
+	var st monotonic.Status
+	if k.file != nil {
+		last, bound = k.file.Bounds()
+	} else {
+		st = k.etcd.Status()
+		last, bound = st.Last, st.Bound
+		if !st.Leader {
+			leader = 0
+		}
+	}
+	head := float64(bound - last)
+	if k.form == monotonic.Timestamp {
+		head = float64((bound>>monotonic.LogicalBits)-k.clk.Now().UnixMilli()) / 1000 // seconds ahead of the wall clock
+	}
+	if leader == 0 {
+		head = 0
+	}
+	return []server.Stat{
+		{Name: "monotonic_leader", Help: "1 while this node is the proven leader of a monotonic key.", Value: leader},
+		{Name: "monotonic_bound_headroom", Help: "Persisted bound minus the last issued value (timestamp form: seconds ahead of the wall clock); 0 on followers.", Value: head},
+		{Name: "monotonic_failovers_total", Help: "Leadership terms this node won for a monotonic key.", Value: float64(st.Failovers), Counter: true},
+		{Name: "monotonic_forwarded_total", Help: "Requests this node forwarded to a monotonic key's leader.", Value: float64(st.Forwarded), Counter: true},
+		{Name: "monotonic_forwarded_served_total", Help: "Forwarded requests this node served as leader.", Value: float64(st.Served), Counter: true},
+	}
+}
+
+// Close stops issuing and resigns leadership.
+func (k *monotonicKey) Close(ctx context.Context) error {
+	if k.peers != nil {
+		k.peers.Remove(k.name)
+	}
+	return k.src.Close()
+}
