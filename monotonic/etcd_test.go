@@ -20,7 +20,9 @@ import (
 	"github.com/idmint/idmint/monotonic/lincheck"
 )
 
-func etcdClient(t *testing.T, addr string) *clientv3.Client {
+func etcdClient(t *testing.T, addr string) *clientv3.Client { return etcdClientB(t, addr) }
+
+func etcdClientB(t testing.TB, addr string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
