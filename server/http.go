@@ -11,12 +11,8 @@ import (
 )
 
 func (s *Server) routes(mux *http.ServeMux) {
-	// Leaf-compatible.
-	mux.HandleFunc("/api/segment/get/{key}", s.leafSegment)
-	mux.HandleFunc("/api/snowflake/get/{key}", s.leafSnowflake)
-	mux.HandleFunc("/decodeSnowflakeId", s.leafDecode)
-	mux.HandleFunc("/cache", s.cache)
-	mux.HandleFunc("/db", s.db)
+	// Leaf-compatible (leaf.go).
+	s.leafRoutes(mux)
 	// Native.
 	mux.HandleFunc("/v1/keys/{key}/ids", s.ids)
 	mux.HandleFunc("/v1/keys/{key}/range", s.rangeIDs)

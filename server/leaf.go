@@ -1,127 +1,270 @@
 package server
 
 // Leaf-compatible endpoints. Behaviour follows Meituan-Dianping/Leaf's
-// leaf-server (LeafController.java, LeafMonitorController.java,
-// exception/LeafServerException.java, leaf-core common/Result.java):
+// leaf-server 1.0.1 on Spring Boot 1.5.18 (leaf-server/pom.xml):
+// controller/LeafController.java, controller/LeafMonitorController.java,
+// exception/LeafServerException.java, service/SegmentService.java,
+// service/SnowflakeService.java, templates/segment.ftl and db.ftl, and
+// leaf-core's common/Result.java, segment/SegmentIDGenImpl.java and
+// snowflake/SnowflakeIDGenImpl.java.
 //
 //   - /api/segment/get/{key} and /api/snowflake/get/{key} answer 200 with
-//     the bare decimal ID as text/plain. When the generator returns a
-//     Result with status EXCEPTION, Leaf throws LeafServerException
-//     (@ResponseStatus INTERNAL_SERVER_ERROR) with message
-//     "Result{id=<code>, status=EXCEPTION}", which Spring Boot renders as a
-//     500 JSON error body {timestamp,status,error,message,path}. The codes:
-//     segment -1 cache not initialised, -2 key not exists, -3 both
-//     segments empty (SegmentIDGenImpl); snowflake -1/-3 clock moved
-//     backwards (SnowflakeIDGenImpl). idmint answers the same way: an
-//     unknown segment key is 500 "Result{id=-2, status=EXCEPTION}" (not
-//     404), an issuer refusal is 500 with -3 (segment) or -1 (snowflake).
-//   - Leaf's snowflake endpoint ignores the key. idmint serves a
-//     configured key of that name when there is one, and otherwise the key
-//     named by leaf_snowflake_key.
+//     the bare decimal ID as text/plain;charset=UTF-8 (a String returned
+//     by a @RestController, written by Spring Boot's StringHttpMessage
+//     Converter in UTF-8). When the generator's Result has status
+//     EXCEPTION, LeafController throws LeafServerException, annotated
+//     @ResponseStatus(INTERNAL_SERVER_ERROR), with Result.toString() as
+//     its message; Spring Boot 1.5's BasicErrorController renders it as
+//     500 application/json;charset=UTF-8
+//     {"timestamp":<ms>,"status":500,"error":"Internal Server Error",
+//     "exception":"com.sankuai.inf.leaf.server.exception.LeafServerException",
+//     "message":"Result{id=<code>, status=EXCEPTION}","path":<path>}
+//     (DefaultErrorAttributes: timestamp, status, error, exception,
+//     message, path, in that order), or as its "Whitelabel Error Page"
+//     (text/html) to a client whose Accept names text/html.
+//   - Segment codes (SegmentIDGenImpl): -1 the tag cache is not loaded yet,
+//     -2 no such tag, -3 both buffers empty (the store failed or the tag's
+//     row went away). Snowflake codes (SnowflakeIDGenImpl.get): -3 the
+//     clock is more than 5 ms behind the last ID, -1 it is still behind
+//     after waiting; idmint also answers -1 whenever its snowflake key
+//     cannot issue (lease fenced, no snowflake key configured).
+//   - Leaf's snowflake endpoint ignores the key (SnowflakeIDGenImpl.get
+//     never reads it); idmint always serves the key named by
+//     leaf_snowflake_key there.
+//   - Leaf's SegmentIDGenImpl serves every biz_tag of leaf_alloc and
+//     reloads the list every 60 s (updateCacheFromDbAtEveryMinute,
+//     updateCacheFromDb). idmint serves every row of the default store
+//     that is not a configured key the same way (leafTags below).
 //   - /decodeSnowflakeId?snowflakeId= answers a JSON map of strings
 //     {"timestamp":"<ms>(yyyy-MM-dd HH:mm:ss.SSS)","workerId":..,
 //     "sequenceId":..}, and {"errorMsg":...} (still 200) when the ID does
-//     not parse as a Java long.
-//   - Leaf's /cache and /db render HTML pages of SegmentBufferView and
-//     LeafAlloc; idmint answers the same fields as JSON (CacheView,
-//     StoreRow), to admin clients only.
-//
-// Leaf's @RequestMapping accepts every method; idmint accepts GET, HEAD
-// and POST and answers 405 to the rest.
+//     not parse as a Java long; without the parameter Spring answers 400
+//     with MissingServletRequestParameterException.
+//   - /cache and /db render LeafMonitorController's FreeMarker pages
+//     (segment.ftl, db.ftl) to clients whose Accept names text/html, and
+//     the same fields as JSON otherwise; to admin clients only.
+//   - Spring MVC 4.3 matches a trailing slash (useTrailingSlashMatch) and
+//     Leaf's @RequestMapping names no method. idmint serves every Leaf
+//     route with and without the trailing slash: the ID routes and
+//     /decodeSnowflakeId for GET, HEAD and POST, /cache and /db for GET
+//     and HEAD, and answers 405 to the rest.
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"html"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/idmint/idmint/snowflake"
 )
 
 // Leaf's Result error ids.
 const (
-	leafInitFalse   = -1 // segment: cache not initialised; snowflake: clock still behind
+	leafInitFalse   = -1 // segment: tag cache not loaded; snowflake: clock still behind
 	leafKeyNotFound = -2
 	leafNoSegments  = -3 // segment: both buffers empty; snowflake: clock far behind
 )
 
+// Exception class names Spring Boot 1.5 puts in an error body's
+// "exception" field.
+const (
+	leafServerException   = "com.sankuai.inf.leaf.server.exception.LeafServerException"
+	springMissingParamExc = "org.springframework.web.bind.MissingServletRequestParameterException"
+)
+
+// leafJSONType is what Spring 4.3's MappingJackson2HttpMessageConverter
+// writes JSON as.
+var (
+	leafJSONType = []string{"application/json;charset=UTF-8"}
+	leafHTMLType = []string{"text/html;charset=UTF-8"}
+)
+
+// leafRoutes registers the Leaf-compatible routes, each also with a
+// trailing slash as Spring MVC matches it.
+func (s *Server) leafRoutes(mux *http.ServeMux) {
+	for _, r := range []struct {
+		path string
+		h    http.HandlerFunc
+	}{
+		{"/api/segment/get/{key}", s.leafSegment},
+		{"/api/snowflake/get/{key}", s.leafSnowflake},
+		{"/decodeSnowflakeId", s.leafDecode},
+		{"/cache", s.cache},
+		{"/db", s.db},
+	} {
+		mux.HandleFunc(r.path, r.h)
+		mux.HandleFunc(r.path+"/{$}", r.h)
+	}
+}
+
 func (s *Server) leafSegment(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Mono()
-	st := s.serveLeaf(w, r, r.PathValue("key"), false)
+	st := s.serveLeafSegment(w, r)
 	s.metrics.observe(routeLeafSegment, st, s.clk.Mono()-start)
+}
+
+func (s *Server) serveLeafSegment(w http.ResponseWriter, r *http.Request) int {
+	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+		return http.StatusMethodNotAllowed
+	}
+	name := r.PathValue("key")
+	k := s.lookup(name)
+	if k == nil || k.ints == nil {
+		// Not configured: a tag of the default store's table, as Leaf
+		// serves every biz_tag of leaf_alloc.
+		var code int64
+		k, code = s.leafTag(r.Context(), name)
+		if k == nil {
+			return s.leafError(w, r, code)
+		}
+	}
+	return s.serveLeaf(w, r, k, false)
 }
 
 func (s *Server) leafSnowflake(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Mono()
-	name := r.PathValue("key")
-	if k := s.lookup(name); k == nil || k.ints == nil {
-		if s.cfg.LeafSnowflakeKey != "" {
-			name = s.cfg.LeafSnowflakeKey
-		}
-	}
-	st := s.serveLeaf(w, r, name, true)
+	st := s.serveLeafSnowflake(w, r)
 	s.metrics.observe(routeLeafSnowflake, st, s.clk.Mono()-start)
 }
 
-func (s *Server) serveLeaf(w http.ResponseWriter, r *http.Request, name string, snowflake bool) int {
+func (s *Server) serveLeafSnowflake(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return http.StatusMethodNotAllowed
 	}
-	k := s.lookup(name)
-	if k == nil || k.ints == nil {
-		code := int64(leafKeyNotFound)
-		if snowflake {
-			code = leafInitFalse
-		}
-		s.leafError(w, r, code)
-		return http.StatusInternalServerError
+	// Leaf ignores {key} here: every key gets the one snowflake generator.
+	k := s.lookup(s.cfg.LeafSnowflakeKey)
+	if s.cfg.LeafSnowflakeKey == "" || k == nil || k.ints == nil {
+		return s.leafError(w, r, leafInitFalse)
 	}
+	return s.serveLeaf(w, r, k, true)
+}
+
+func (s *Server) serveLeaf(w http.ResponseWriter, r *http.Request, k *key, snow bool) int {
 	if st := authorize(r, k.tokens); st != 0 {
+		// Tokens are idmint's: a client that sends one knows idmint's
+		// error body.
 		s.writeAuthError(w, st)
 		return st
 	}
 	if k.limiter != nil {
+		// Leaf has no rate limit; the answer is shaped as Spring's
+		// errors are, so a Leaf client finds its status and message.
 		if ok, wait := k.limiter.allow(); !ok {
-			s.writeError(w, apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, field: "key", msg: "key " + strconv.Quote(name) + " is rate limited", retryAfter: wait})
-			return http.StatusTooManyRequests
+			secs := int64((wait + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+			return s.springError(w, r, http.StatusTooManyRequests, "", "key "+strconv.Quote(k.name)+" is rate limited")
 		}
 	}
 	var buf [1]int64
 	k.mu.RLock()
 	if k.gone {
 		k.mu.RUnlock()
-		s.leafError(w, r, leafKeyNotFound)
-		return http.StatusInternalServerError
+		return s.leafError(w, r, leafKeyNotFound)
 	}
 	err := k.ints.NextInt64s(r.Context(), buf[:])
 	k.mu.RUnlock()
 	if err != nil {
 		s.logRefusal(k, err)
-		code := int64(leafNoSegments)
-		if snowflake {
-			code = leafInitFalse
-		}
-		s.leafError(w, r, code)
-		return http.StatusInternalServerError
+		return s.leafError(w, r, leafCode(err, snow))
 	}
 	k.issued.Inc()
 	var out [24]byte
 	b := strconv.AppendInt(out[:0], buf[0], 10)
-	h := w.Header()
-	h["Content-Type"] = textType
+	w.Header()["Content-Type"] = textType
 	w.Write(b)
 	return http.StatusOK
 }
 
-// leafError answers like Spring Boot's default error page for Leaf's
+// leafCode is the Result id Leaf answers in the state err describes.
+func leafCode(err error, snow bool) int64 {
+	if !snow {
+		return leafNoSegments
+	}
+	if errors.Is(err, snowflake.ErrClockBehind) {
+		// A rollback idmint could not wait out is longer than Leaf's 5 ms.
+		return leafNoSegments
+	}
+	return leafInitFalse
+}
+
+// leafError answers like Spring Boot 1.5 does for Leaf's
 // LeafServerException.
-func (s *Server) leafError(w http.ResponseWriter, r *http.Request, code int64) {
-	body := struct {
-		Timestamp int64  `json:"timestamp"`
-		Status    int    `json:"status"`
-		Error     string `json:"error"`
-		Message   string `json:"message"`
-		Path      string `json:"path"`
-	}{s.clk.Now().UnixMilli(), 500, "Internal Server Error", "Result{id=" + strconv.FormatInt(code, 10) + ", status=EXCEPTION}", r.URL.Path}
-	s.writeJSON(w, http.StatusInternalServerError, body)
+func (s *Server) leafError(w http.ResponseWriter, r *http.Request, code int64) int {
+	return s.springError(w, r, http.StatusInternalServerError, leafServerException,
+		"Result{id="+strconv.FormatInt(code, 10)+", status=EXCEPTION}")
+}
+
+// springError writes Spring Boot 1.5's error answer: its Whitelabel Error
+// Page to a client asking for HTML, otherwise DefaultErrorAttributes as
+// JSON (exception only when an exception caused it). It returns status.
+func (s *Server) springError(w http.ResponseWriter, r *http.Request, status int, exception, message string) int {
+	now := s.clk.Now()
+	h := w.Header()
+	h["Cache-Control"] = noStore
+	h.Set("X-Content-Type-Options", "nosniff")
+	if wantsHTML(r) {
+		// ErrorMvcAutoConfiguration's SpelView; the time is Java's
+		// Date.toString().
+		h["Content-Type"] = leafHTMLType
+		w.WriteHeader(status)
+		w.Write([]byte("<html><body><h1>Whitelabel Error Page</h1><p>This application has no explicit mapping for /error, so you are seeing this as a fallback.</p><div id='created'>" +
+			now.Format("Mon Jan 02 15:04:05 MST 2006") + "</div><div>There was an unexpected error (type=" + html.EscapeString(http.StatusText(status)) +
+			", status=" + strconv.Itoa(status) + ").</div><div>" + html.EscapeString(message) + "</div></body></html>"))
+		return status
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, `{"timestamp":`...)
+	b = strconv.AppendInt(b, now.UnixMilli(), 10)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"error":`...)
+	b = appendJSONString(b, http.StatusText(status))
+	if exception != "" {
+		b = append(b, `,"exception":`...)
+		b = appendJSONString(b, exception)
+	}
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, message)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, r.URL.Path)
+	b = append(b, "}\n"...)
+	h["Content-Type"] = leafJSONType
+	w.WriteHeader(status)
+	w.Write(b)
+	return status
+}
+
+// wantsHTML reports whether r's Accept header names text/html with a
+// non-zero quality: the requests Spring Boot's BasicErrorController.errorHtml
+// (produces text/html) answers, and the ones /cache and /db render HTML for.
+func wantsHTML(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, params, _ := strings.Cut(part, ";")
+			if !strings.EqualFold(strings.TrimSpace(mt), "text/html") {
+				continue
+			}
+			q := 1.0
+			for _, p := range strings.Split(params, ";") {
+				if n, val, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(n, "q") {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+						q = f
+					}
+				}
+			}
+			if q > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Twitter's layout, which Leaf's decodeSnowflakeId hard-codes: 41 bits of
@@ -141,16 +284,12 @@ func (s *Server) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
 	}
 	raw, ok, err := queryValue(r.URL.RawQuery, "snowflakeId")
 	if err != nil || !ok {
-		// Spring's MissingServletRequestParameterException: 400.
-		body := map[string]any{"timestamp": s.clk.Now().UnixMilli(), "status": 400, "error": "Bad Request",
-			"message": "Required String parameter 'snowflakeId' is not present", "path": r.URL.Path}
-		s.writeJSON(w, http.StatusBadRequest, body)
-		return http.StatusBadRequest
+		// DefaultHandlerExceptionResolver: 400 with the exception's message.
+		return s.springError(w, r, http.StatusBadRequest, springMissingParamExc, "Required String parameter 'snowflakeId' is not present")
 	}
 	id, perr := parseLeafID(raw)
 	if perr != nil {
-		s.writeJSON(w, http.StatusOK, map[string]string{"errorMsg": "snowflake Id反解析发生异常!"})
-		return http.StatusOK
+		return s.leafJSON(w, r, map[string]string{"errorMsg": "snowflake Id反解析发生异常!"})
 	}
 	var ms, worker, seq int64
 	decoded := false
@@ -165,59 +304,447 @@ func (s *Server) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
 		seq = id & 0xfff
 	}
 	ts := time.UnixMilli(ms).Format("2006-01-02 15:04:05.000")
-	s.writeJSON(w, http.StatusOK, map[string]string{
+	return s.leafJSON(w, r, map[string]string{
 		"timestamp":  strconv.FormatInt(ms, 10) + "(" + ts + ")",
 		"workerId":   strconv.FormatInt(worker, 10),
 		"sequenceId": strconv.FormatInt(seq, 10),
 	})
+}
+
+// leafJSON answers 200 with v as JSON, as Spring writes a @ResponseBody.
+func (s *Server) leafJSON(w http.ResponseWriter, r *http.Request, v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s.springError(w, r, http.StatusInternalServerError, "", "encode answer: "+err.Error())
+	}
+	h := w.Header()
+	h["Content-Type"] = leafJSONType
+	h["Cache-Control"] = noStore
+	w.Write(append(b, '\n'))
 	return http.StatusOK
 }
 
-// cache serves Leaf's /cache view: every key whose issuer is a Monitor.
+// cache serves Leaf's /cache view: the buffers of every configured key
+// whose issuer is a Monitor and of every tag of the default store's table
+// (Leaf lists every tag it has loaded from leaf_alloc, loaded or not:
+// initOk false and zeros until its first request).
 func (s *Server) cache(w http.ResponseWriter, r *http.Request) {
+	st := s.serveCache(w, r)
+	s.metrics.observe(routeCache, st, 0)
+}
+
+func (s *Server) serveCache(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet) {
-		return
+		return http.StatusMethodNotAllowed
 	}
 	if st := s.adminAuth(r); st != 0 {
 		s.writeAuthError(w, st)
-		s.metrics.observe(routeCache, st, 0)
-		return
+		return st
 	}
 	out := map[string]CacheView{}
+	if t := s.leafTracker(); t != nil {
+		t.ready(r.Context())
+		for name, k := range t.table() {
+			if m, ok := k.issuer.(Monitor); ok {
+				out[name] = m.CacheView()
+			}
+		}
+	}
 	for name, k := range s.table() {
 		if m, ok := k.issuer.(Monitor); ok {
 			out[name] = m.CacheView()
 		}
 	}
-	s.writeJSON(w, http.StatusOK, out)
-	s.metrics.observe(routeCache, http.StatusOK, 0)
+	if !wantsHTML(r) {
+		return s.leafJSON(w, r, out)
+	}
+	// segment.ftl: one row per tag, FreeMarker's default number format.
+	var b strings.Builder
+	b.WriteString(leafPageHead)
+	b.WriteString("<thead>\n<tr><th>name</th><th>init</th><th>next</th><th>pos</th><th>value0</th><th>max0</th><th>step0</th><th>value1</th><th>max1</th><th>step1</th></tr>\n</thead>\n<tbody>\n")
+	for _, name := range sortedKeys(out) {
+		v := out[name]
+		b.WriteString("<tr>")
+		cell(&b, html.EscapeString(name))
+		cell(&b, strconv.FormatBool(v.InitOk))
+		cell(&b, strconv.FormatBool(v.NextReady))
+		for _, n := range []int64{int64(v.Pos), v.Value0, v.Max0, v.Step0, v.Value1, v.Max1, v.Step1} {
+			cell(&b, groupDigits(n))
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString(leafPageTail)
+	return s.leafHTML(w, b.String())
 }
 
-// db serves Leaf's /db view: every Monitor key's store row.
+// db serves Leaf's /db view: every row of the default store's table
+// (LeafMonitorController.getDb lists leaf_alloc), and the store rows of
+// configured keys kept elsewhere.
 func (s *Server) db(w http.ResponseWriter, r *http.Request) {
+	st := s.serveDB(w, r)
+	s.metrics.observe(routeDB, st, 0)
+}
+
+func (s *Server) serveDB(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet) {
-		return
+		return http.StatusMethodNotAllowed
 	}
 	if st := s.adminAuth(r); st != 0 {
 		s.writeAuthError(w, st)
-		s.metrics.observe(routeDB, st, 0)
-		return
+		return st
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	rows := []StoreRow{}
+	byKey := map[string]StoreRow{}
+	if t := s.leafTracker(); t != nil {
+		rows, err := t.rows(ctx)
+		if err != nil {
+			s.writeError(w, issuerError(err, "leaf_alloc"))
+			return http.StatusServiceUnavailable
+		}
+		for _, row := range rows {
+			byKey[row.Key] = row
+		}
+	}
 	for _, name := range sortedKeys(s.table()) {
 		k := s.lookup(name)
+		if k == nil {
+			continue
+		}
 		if m, ok := k.issuer.(Monitor); ok {
 			row, err := m.StoreRow(ctx)
 			if err != nil {
 				s.writeError(w, issuerError(err, name))
-				s.metrics.observe(routeDB, http.StatusServiceUnavailable, 0)
-				return
+				return http.StatusServiceUnavailable
 			}
-			rows = append(rows, row)
+			byKey[row.Key] = row
 		}
 	}
-	s.writeJSON(w, http.StatusOK, rows)
-	s.metrics.observe(routeDB, http.StatusOK, 0)
+	rows := make([]StoreRow, 0, len(byKey))
+	for _, name := range sortedKeys(byKey) {
+		rows = append(rows, byKey[name])
+	}
+	if !wantsHTML(r) {
+		return s.leafJSON(w, r, rows)
+	}
+	// db.ftl: tag, max, step, update (LeafAlloc.updateTime, the column as
+	// the MySQL driver's getString renders it).
+	var b strings.Builder
+	b.WriteString(leafPageHead)
+	b.WriteString("<thead>\n<tr><th>tag</th><th>max</th><th>step</th><th>update</th></tr>\n</thead>\n<tbody>\n")
+	for _, row := range rows {
+		b.WriteString("<tr>")
+		cell(&b, html.EscapeString(row.Key))
+		cell(&b, groupDigits(row.MaxID))
+		cell(&b, groupDigits(row.Step))
+		upd := ""
+		if !row.UpdateTime.IsZero() {
+			upd = row.UpdateTime.Local().Format("2006-01-02 15:04:05")
+		}
+		cell(&b, upd)
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString(leafPageTail)
+	return s.leafHTML(w, b.String())
+}
+
+// The frame of Leaf's two FreeMarker pages.
+const (
+	leafPageHead = "<!DOCTYPE html PUBLIC \"-//W3C//DTD HTML 4.01 Transitional//EN\" \"http://www.w3.org/TR/html4/loose.dtd\">\n<html>\n<head>\n" +
+		"<meta http-equiv=\"Content-Type\" content=\"text/html; charset=UTF-8\">\n<title>Leaf</title>\n" +
+		"<link href=\"/css/bootstrap.min.css\" rel=\"stylesheet\">\n</head>\n<body>\n<table class=\"table table-hover\">\n"
+	leafPageTail = "</tbody>\n</table>\n</body>\n</html>\n"
+)
+
+func cell(b *strings.Builder, text string) {
+	b.WriteString("<td>")
+	b.WriteString(text)
+	b.WriteString("</td>")
+}
+
+// groupDigits formats n as FreeMarker's default number format does in the
+// en_US and zh_CN locales ("1,234,567"): Leaf's pages print ${item.maxId}
+// without ?c.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// leafHTML answers 200 with a page, as Spring's FreeMarkerView does
+// (spring.freemarker.content-type text/html, charset UTF-8).
+func (s *Server) leafHTML(w http.ResponseWriter, page string) int {
+	h := w.Header()
+	h["Content-Type"] = leafHTMLType
+	h["Cache-Control"] = noStore
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.Write([]byte(page))
+	return http.StatusOK
+}
+
+// LeafTableOption, set to "true" in the KeyConfig a server passes to the
+// "segment" strategy's New, asks for the store's whole table as a
+// LeafTable instead of one key's issuer. A key written in a config or
+// created through the API cannot set it (the strategy's Check refuses
+// unknown options).
+const LeafTableOption = "leaf_table"
+
+// LeafTable is a segment store's table served by tag, as Leaf's
+// SegmentIDGenImpl serves every biz_tag of leaf_alloc.
+type LeafTable interface {
+	Issuer
+	// Rows lists every row of the table, ordered by key.
+	Rows(ctx context.Context) ([]StoreRow, error)
+	// Open returns the issuer of the row called tag (an Int64s and a
+	// Monitor). It does no I/O and never creates a row: a row that does
+	// not exist shows as an error on first use.
+	Open(tag string) (Issuer, error)
+}
+
+// leafReloadEvery is how often the default store's tags are listed again:
+// Leaf's updateCacheFromDbAtEveryMinute schedules updateCacheFromDb with a
+// fixed delay of 60 s.
+const leafReloadEvery = 60 * time.Second
+
+// leafRetryMin is the first pause after a failed listing; it doubles up to
+// leafReloadEvery.
+const leafRetryMin = time.Second
+
+// leafDayRow matches the rows of order-number keys' daily sequences
+// (ordernum.SequenceKey: NAME:YYYYMMDD). They are never served as tags:
+// their numbers would publish how many orders a day saw (design.md U10).
+var leafDayRow = regexp.MustCompile(`:[0-9]{8}$`)
+
+// leafServable reports whether a row of the default store may be served as
+// a Leaf tag: its name is a valid key name (rows with "/", such as
+// ordernum.SequenceRow's, are idmint's own) and not an order-number day
+// sequence.
+func leafServable(tag string) bool {
+	return CheckName(tag) == nil && !leafDayRow.MatchString(tag)
+}
+
+// leafTags serves the default store's rows that no key is configured for,
+// as Leaf serves every biz_tag of leaf_alloc: it lists the table when
+// first asked, then every leafReloadEvery, adding new rows and dropping
+// rows that went away. It is a Resource of the server's Env, closed with
+// the server.
+type leafTags struct {
+	s      *Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+	first  chan struct{} // closed after the first listing attempt
+
+	tbl    atomic.Pointer[leafTableRef]
+	tags   atomic.Pointer[map[string]*key]
+	loaded atomic.Bool // a listing has succeeded
+}
+
+type leafTableRef struct{ t LeafTable }
+
+// leafTracker returns the server's leafTags, starting it on first use; nil
+// when no "segment" strategy is registered or the server is closed.
+func (s *Server) leafTracker() *leafTags {
+	if s.closed.Load() {
+		return nil
+	}
+	if _, ok := s.reg.Strategy("segment"); !ok {
+		return nil
+	}
+	res, err := s.env.Shared(context.Background(), "leaf tags", func(context.Context) (Resource, error) {
+		t := &leafTags{s: s, done: make(chan struct{}), first: make(chan struct{})}
+		t.ctx, t.cancel = context.WithCancel(context.Background())
+		empty := map[string]*key{}
+		t.tags.Store(&empty)
+		go t.run()
+		return t, nil
+	})
+	if err != nil {
+		return nil
+	}
+	return res.(*leafTags)
+}
+
+// leafTag returns the table's key called name, or nil and the Result id
+// Leaf answers: -1 while the table was never listed, -2 when it has no
+// such servable row.
+func (s *Server) leafTag(ctx context.Context, name string) (*key, int64) {
+	t := s.leafTracker()
+	if t == nil {
+		return nil, leafKeyNotFound
+	}
+	if !t.ready(ctx) {
+		return nil, leafInitFalse
+	}
+	if k := t.table()[name]; k != nil {
+		return k, 0
+	}
+	return nil, leafKeyNotFound
+}
+
+// ready waits for the first listing attempt (or ctx) and reports whether
+// a listing has succeeded.
+func (t *leafTags) ready(ctx context.Context) bool {
+	if t.loaded.Load() {
+		return true
+	}
+	select {
+	case <-t.first:
+	case <-ctx.Done():
+	case <-t.done:
+	}
+	return t.loaded.Load()
+}
+
+func (t *leafTags) table() map[string]*key { return *t.tags.Load() }
+
+// rows lists the table (for /db).
+func (t *leafTags) rows(ctx context.Context) ([]StoreRow, error) {
+	tbl, err := t.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tbl.Rows(ctx)
+}
+
+// open returns the default store's LeafTable, building it the first time.
+func (t *leafTags) open(ctx context.Context) (LeafTable, error) {
+	if ref := t.tbl.Load(); ref != nil {
+		return ref.t, nil
+	}
+	st, ok := t.s.reg.Strategy("segment")
+	if !ok {
+		return nil, errors.New("server: no segment strategy registered")
+	}
+	iss, err := st.New(ctx, t.s.env, "", KeyConfig{Strategy: "segment", Store: DefaultStore, Options: map[string]string{LeafTableOption: "true"}})
+	if err != nil {
+		return nil, err
+	}
+	tbl, ok := iss.(LeafTable)
+	if !ok {
+		iss.Close(ctx)
+		return nil, errors.New("server: the segment strategy does not serve whole tables")
+	}
+	if !t.tbl.CompareAndSwap(nil, &leafTableRef{tbl}) {
+		tbl.Close(ctx)
+		return t.tbl.Load().t, nil
+	}
+	return tbl, nil
+}
+
+func (t *leafTags) run() {
+	defer close(t.done)
+	var once sync.Once
+	wait := leafRetryMin
+	for {
+		err := t.reload()
+		once.Do(func() { close(t.first) })
+		pause := leafReloadEvery
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return
+			}
+			t.s.log.Warn("leaf tags: cannot list the default store's table; retrying", "err", err, "retry_in", wait.String())
+			pause, wait = wait, min(wait*2, leafReloadEvery)
+		} else {
+			wait = leafRetryMin
+		}
+		if t.s.clk.Sleep(t.ctx, pause) != nil {
+			return
+		}
+	}
+}
+
+// reload lists the table and swaps in the new set of tags; keys of rows
+// still present are kept (their buffers too), keys of rows that went away
+// are closed after their last request.
+func (t *leafTags) reload() error {
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	tbl, err := t.open(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := tbl.Rows(ctx)
+	if err != nil {
+		return err
+	}
+	old := t.table()
+	if len(rows) == 0 && len(old) > 0 {
+		// updateCacheFromDb keeps its cache when the table reads empty.
+		t.loaded.Store(true)
+		return nil
+	}
+	next := make(map[string]*key, len(rows))
+	for _, row := range rows {
+		if !leafServable(row.Key) {
+			continue
+		}
+		if k := old[row.Key]; k != nil {
+			next[row.Key] = k
+			continue
+		}
+		iss, err := tbl.Open(row.Key)
+		if err != nil {
+			t.s.log.Warn("leaf tags: cannot serve a row of the default store", "tag", row.Key, "err", err)
+			continue
+		}
+		k := &key{name: row.Key, cfg: KeyConfig{Strategy: "segment", Store: DefaultStore}, issuer: iss}
+		k.ints, _ = iss.(Int64s)
+		if k.ints == nil {
+			iss.Close(ctx)
+			continue
+		}
+		k.issued = t.s.metrics.issued.WithLabelValues(row.Key, "segment")
+		next[row.Key] = k
+	}
+	t.tags.Store(&next)
+	t.loaded.Store(true)
+	for name, k := range old {
+		if next[name] != k {
+			t.s.log.Info("leaf tags: row gone from the default store; no longer served", "tag", name)
+			closeKey(ctx, k)
+		}
+	}
+	return nil
+}
+
+// closeKey closes k's issuer after its last in-flight request.
+func closeKey(ctx context.Context, k *key) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.gone {
+		k.gone = true
+		k.issuer.Close(ctx)
+	}
+}
+
+// Close stops the reloading and closes every tag's issuer and the table.
+func (t *leafTags) Close(ctx context.Context) error {
+	t.cancel()
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, k := range t.table() {
+		closeKey(ctx, k)
+	}
+	if ref := t.tbl.Load(); ref != nil {
+		return ref.t.Close(ctx)
+	}
+	return nil
 }

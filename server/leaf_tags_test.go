@@ -1,0 +1,186 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeTable is a LeafTable over an in-memory list of rows whose issuers
+// are counters.
+type fakeTable struct {
+	mu   sync.Mutex
+	rows []string
+	fail error
+	n    int // listings
+}
+
+func (f *fakeTable) set(rows []string, fail error) {
+	f.mu.Lock()
+	f.rows, f.fail = rows, fail
+	f.mu.Unlock()
+}
+
+func (f *fakeTable) Rows(ctx context.Context) ([]StoreRow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	out := make([]StoreRow, len(f.rows))
+	for i, r := range f.rows {
+		out[i] = StoreRow{Key: r, MaxID: 1, Step: 1000}
+	}
+	return out, nil
+}
+
+func (f *fakeTable) listings() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+func (f *fakeTable) Open(tag string) (Issuer, error) {
+	c := &counter{name: tag}
+	c.next.Store(100)
+	c.step.Store(1000)
+	return c, nil
+}
+func (f *fakeTable) Close(context.Context) error { return nil }
+
+func tagsFixture(t *testing.T, tbl *fakeTable) *fixture {
+	t.Helper()
+	reg, _ := testRegistry()
+	must(reg.Register(Strategy{Name: "segment", New: func(ctx context.Context, env *Env, name string, k KeyConfig) (Issuer, error) {
+		if k.Options[LeafTableOption] == "true" {
+			return tbl, nil
+		}
+		return &counter{name: name}, nil
+	}}))
+	return newFixtureReg(t, reg, nil)
+}
+
+// get asks Leaf's segment route for tag and returns status and body.
+func get(f *fixture, tag string) (int, string) {
+	w := do(f.h, req{target: "/api/segment/get/" + tag})
+	return w.Code, w.Body.String()
+}
+
+func wantLeafCode(t *testing.T, f *fixture, tag, code string) {
+	t.Helper()
+	st, body := get(f, tag)
+	if st != 500 || !strings.Contains(body, `"message":"Result{id=`+code+`, status=EXCEPTION}"`) {
+		t.Fatalf("%s: %d %s; want 500 Result{id=%s}", tag, st, body, code)
+	}
+}
+
+// reloaded advances the fake clock past the next reload and waits for it.
+func reloaded(t *testing.T, f *fixture, tbl *fakeTable, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.clk.WaitForSleepers(ctx, 1); err != nil {
+		t.Fatalf("the tag reloader never waited for its next round: %v", err)
+	}
+	n := tbl.listings()
+	f.clk.Advance(d)
+	deadline := time.Now().Add(10 * time.Second)
+	for tbl.listings() == n || f.clk.Sleepers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload %v after the last one", d)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLeafTags: rows of the default store no key is configured for are
+// served on Leaf's segment route, as Leaf serves every biz_tag of
+// leaf_alloc; the list is reloaded every 60 s (updateCacheFromDb), adding
+// new rows and dropping deleted ones.
+func TestLeafTags(t *testing.T) {
+	tbl := &fakeTable{rows: []string{"legacy", "order", "inv:20250817", "ordernum/inv/20250817", "_bad"}}
+	f := tagsFixture(t, tbl)
+	if st, body := get(f, "legacy"); st != 200 || body != "101" {
+		t.Fatalf("legacy: %d %q, want 200 101 from the table's row", st, body)
+	}
+	if st, body := get(f, "order"); st != 200 || body != "1" {
+		t.Fatalf("order: %d %q, want the configured key's 1", st, body)
+	}
+	// Order-number sequences and names idmint cannot serve stay hidden.
+	for _, tag := range []string{"inv:20250817", "_bad", "nosuch"} {
+		wantLeafCode(t, f, tag, "-2")
+	}
+	// /cache lists every servable tag, loaded or not, as Leaf does.
+	w := do(f.h, req{target: "/cache"})
+	if !strings.Contains(w.Body.String(), `"legacy":{"key":"legacy"`) || strings.Contains(w.Body.String(), "inv:2025") {
+		t.Fatalf("/cache: %s", w.Body)
+	}
+	// /db lists every row.
+	if w := do(f.h, req{target: "/db"}); !strings.Contains(w.Body.String(), `"key":"inv:20250817"`) || !strings.Contains(w.Body.String(), `"key":"legacy"`) {
+		t.Fatalf("/db: %s", w.Body)
+	}
+
+	// A row added to the table is served from the next reload on.
+	tbl.set([]string{"legacy", "fresh"}, nil)
+	wantLeafCode(t, f, "fresh", "-2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.clk.WaitForSleepers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(59 * time.Second)
+	wantLeafCode(t, f, "fresh", "-2") // 59 s: not reloaded yet
+	reloaded(t, f, tbl, time.Second)
+	if st, body := get(f, "fresh"); st != 200 || body != "101" {
+		t.Fatalf("fresh after the reload: %d %q", st, body)
+	}
+	// legacy keeps its buffer across reloads.
+	if st, body := get(f, "legacy"); st != 200 || body != "102" {
+		t.Fatalf("legacy after the reload: %d %q, want 102", st, body)
+	}
+
+	// A table that reads empty is ignored (updateCacheFromDb returns
+	// early); a deleted row stops being served.
+	tbl.set(nil, nil)
+	reloaded(t, f, tbl, 60*time.Second)
+	if st, _ := get(f, "legacy"); st != 200 {
+		t.Fatalf("legacy after an empty listing: %d", st)
+	}
+	tbl.set([]string{"fresh"}, nil)
+	reloaded(t, f, tbl, 60*time.Second)
+	wantLeafCode(t, f, "legacy", "-2")
+	if st, _ := get(f, "fresh"); st != 200 {
+		t.Fatalf("fresh: %d", st)
+	}
+}
+
+// TestLeafTagsFirstListingFails: until the table has been listed once, an
+// unconfigured tag gets Leaf's -1 (its cache is not initialised); the
+// listing is retried and the tag served once it succeeds.
+func TestLeafTagsFirstListingFails(t *testing.T) {
+	tbl := &fakeTable{rows: []string{"legacy"}, fail: errors.New("store down")}
+	f := tagsFixture(t, tbl)
+	wantLeafCode(t, f, "legacy", "-1")
+	if st, _ := get(f, "order"); st != 200 {
+		t.Fatalf("a configured key must not wait for the table: %d", st)
+	}
+	tbl.set([]string{"legacy"}, nil)
+	reloaded(t, f, tbl, time.Second)
+	if st, body := get(f, "legacy"); st != 200 || body != "101" {
+		t.Fatalf("legacy after the store came back: %d %q", st, body)
+	}
+}
+
+// TestLeafTagsWithoutSegment: a registry without the segment strategy
+// (tests, custom builds) answers -2 for unconfigured tags, as before.
+func TestLeafTagsWithoutSegment(t *testing.T) {
+	f := newFixture(t, nil)
+	for i := range 3 {
+		wantLeafCode(t, f, fmt.Sprint("tag", i), "-2")
+	}
+}
