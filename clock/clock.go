@@ -2,7 +2,6 @@ package clock
 
 import (
 	"context"
-	"runtime"
 	"time"
 )
 
@@ -18,28 +17,38 @@ type Clock interface {
 	// done, in which case it returns ctx.Err(). A non-positive d returns at
 	// once (nil unless ctx is already done).
 	Sleep(ctx context.Context, d time.Duration) error
+	// SleepUntil waits until Mono reaches until, or until ctx is done, in
+	// which case it returns ctx.Err(). An until already reached returns at
+	// once (nil unless ctx is already done).
+	SleepUntil(ctx context.Context, until time.Duration) error
 }
 
-// precise is the longest sleep Real serves by yielding instead of a timer.
-// The Go runtime cannot wake a timer much sooner than ~1 ms on Linux
-// (measured on the 2-core CI machine: a 100 µs time.Sleep takes 1.1 ms on
-// average, 2 ms at worst), which would cost a 1 ms-tick generator half its
-// capacity. Below this bound Real.Sleep yields the processor in a loop:
-// precise to a few microseconds, at the price of keeping one core busy for
-// at most this long.
-const precise = 2 * time.Millisecond
+// start is the process-wide origin of the monotonic deadlines the real
+// clock's wait primitive works in, whatever Real they came from.
+var start = time.Now()
 
-// spinFinal is the tail of a short Real.Sleep spent spinning rather than
-// yielding: a yield can cost microseconds when other goroutines are runnable.
-const spinFinal = 20 * time.Microsecond
+func sinceStart() time.Duration { return time.Since(start) }
 
 // Real is the system clock. The zero value is not usable; call NewReal.
+//
+// Waits are idle and precise: every Real in the process shares one wait
+// primitive in which the goroutine with the earliest pending deadline parks
+// (a runtime timer for all but the last ~2 ms, then, on Linux, a
+// nanosleep with 1 µs timer slack) and spins only through the last ~50 µs;
+// every other waiter parks on a channel closed when that wait ends. So a
+// wait ends within microseconds of its deadline, and any number of
+// goroutines waiting for the next tick cost at most one spinning goroutine,
+// for at most ~50 µs per wait.
 type Real struct {
-	origin time.Time // carries Go's monotonic reading
+	origin time.Time     // carries Go's monotonic reading
+	off    time.Duration // origin - start
 }
 
 // NewReal returns the system clock. Its Mono origin is the moment of the call.
-func NewReal() *Real { return &Real{origin: time.Now()} }
+func NewReal() *Real {
+	o := time.Now()
+	return &Real{origin: o, off: o.Sub(start)}
+}
 
 // Now returns time.Now().
 func (r *Real) Now() time.Time { return time.Now() }
@@ -47,10 +56,7 @@ func (r *Real) Now() time.Time { return time.Now() }
 // Mono returns the monotonic time elapsed since NewReal.
 func (r *Real) Mono() time.Duration { return time.Since(r.origin) }
 
-// Sleep waits for d or until ctx is done. Waits shorter than 2 ms are served
-// by yielding in a loop rather than by a timer, so they end within
-// microseconds of d instead of rounding up to the runtime's ~1 ms timer
-// granularity.
+// Sleep waits for d or until ctx is done; see SleepUntil.
 func (r *Real) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -58,30 +64,12 @@ func (r *Real) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	if d < precise {
-		end := r.Mono() + d
-		for {
-			left := end - r.Mono()
-			if left <= 0 {
-				return nil
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			// Yield while there is time for other goroutines to run; spin
-			// through the last few microseconds, where a yield's own cost
-			// would make the wake-up late.
-			if left > spinFinal {
-				runtime.Gosched()
-			}
-		}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return r.SleepUntil(ctx, r.Mono()+d)
+}
+
+// SleepUntil waits until Mono reaches until, or ctx is done. It parks
+// rather than spins (see Real); it ends within microseconds of until when
+// the process gets a CPU, and notices ctx within about 2 ms.
+func (r *Real) SleepUntil(ctx context.Context, until time.Duration) error {
+	return realGate.SleepUntil(ctx, until+r.off)
 }

@@ -50,13 +50,36 @@ func (f *Fake) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	return f.SleepUntil(ctx, f.Mono()+d)
+}
+
+// SleepUntil blocks until Advance has moved Mono to until, or ctx is done.
+func (f *Fake) SleepUntil(ctx context.Context, until time.Duration) error {
+	return f.park(ctx, until, nil)
+}
+
+// park is SleepUntil that also returns (nil) when wake is closed. Every
+// goroutine in it counts in Sleepers.
+func (f *Fake) park(ctx context.Context, until time.Duration, wake <-chan struct{}) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f.mu.Lock()
-	s := &sleeper{until: f.mono + d, done: make(chan struct{})}
+	if until <= f.mono {
+		f.mu.Unlock()
+		return nil
+	}
+	s := &sleeper{until: until, done: make(chan struct{})}
 	f.sleepers = append(f.sleepers, s)
 	f.notifyLocked()
 	f.mu.Unlock()
 	select {
 	case <-s.done:
+		return nil
+	case <-wake:
+		f.mu.Lock()
+		f.removeLocked(s)
+		f.mu.Unlock()
 		return nil
 	case <-ctx.Done():
 		f.mu.Lock()

@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/internal/stamp"
 )
@@ -213,7 +212,7 @@ func MACWorker() (uint64, error) {
 // Settings configures a Generator. The zero value is valid.
 type Settings struct {
 	// Clock stamps IDs. Nil means the real clock read through a 1 ms cache
-	// (stamps never run ahead of the real time, and lag it by ≤ ~2 ms).
+	// (clock.Shared(): stamps never run ahead of the real time and lag it by at most 1 ms).
 	Clock clock.Clock
 	// MaxWait bounds the wait for the next millisecond once 65,536 IDs were
 	// issued in one; zero means 1 s, negative is invalid.
@@ -240,7 +239,7 @@ func New(worker uint64, s Settings) (*Generator, error) {
 		s.MaxWait = time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.Shared()
+		s.Clock = clock.Shared()
 	}
 	return &Generator{t: stamp.Millis{Clk: s.Clock, MaxWait: s.MaxWait, Last: -1}, worker: worker}, nil
 }

@@ -24,7 +24,6 @@ import (
 	sk "github.com/segmentio/ksuid"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
 	"github.com/idmint/idmint/internal/idtext"
 )
@@ -73,7 +72,7 @@ func Parse(s string) (KSUID, error) {
 
 // Settings configures a Generator. The zero value is valid.
 type Settings struct {
-	// Clock stamps IDs. Nil means the real clock read through a 1 ms cache.
+	// Clock stamps IDs. Nil means clock.Shared(), the real clock read through a 1 ms cache.
 	Clock clock.Clock
 	// Rand supplies payloads. Nil means crypto-seeded ChaCha8, one per P.
 	Rand io.Reader
@@ -91,7 +90,7 @@ type Generator struct {
 func New(s Settings) (*Generator, error) {
 	g := &Generator{clk: s.Clock}
 	if g.clk == nil {
-		g.clk = coarse.Shared()
+		g.clk = clock.Shared()
 	}
 	if s.Rand != nil {
 		g.src = entropy.New(s.Rand)

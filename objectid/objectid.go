@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
 	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/internal/oid"
@@ -139,7 +138,7 @@ func New(s Settings) (*Generator, error) {
 		s.MaxWait = 2 * time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.Shared()
+		s.Clock = clock.Shared()
 	}
 	src := entropy.New(s.Rand)
 	r, err := src.Uint64()

@@ -27,7 +27,6 @@ import (
 	oklog "github.com/oklog/ulid/v2"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
 	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/internal/stamp"
@@ -86,7 +85,7 @@ func Parse(s string) (ULID, error) {
 // Settings configures a Generator. The zero value is valid.
 type Settings struct {
 	// Clock stamps IDs. Nil means the real clock read through a 1 ms cache
-	// (stamps never run ahead of the real time, and lag it by ≤ ~2 ms).
+	// (clock.Shared(): stamps never run ahead of the real time and lag it by at most 1 ms).
 	Clock clock.Clock
 	// Rand supplies entropy. Nil means crypto-seeded ChaCha8.
 	Rand io.Reader
@@ -112,7 +111,7 @@ func New(s Settings) (*Generator, error) {
 		s.MaxWait = time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.Shared()
+		s.Clock = clock.Shared()
 	}
 	return &Generator{t: stamp.Millis{Clk: s.Clock, MaxWait: s.MaxWait, Last: -1}, src: entropy.New(s.Rand)}, nil
 }

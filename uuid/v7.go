@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idmint/idmint/internal/coarse"
+	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/entropy"
 	"github.com/idmint/idmint/internal/stamp"
 )
@@ -47,14 +47,14 @@ type V7 struct {
 }
 
 // NewV7 returns a V7 generator. Settings.Clock, Rand and MaxWait are used.
-// A nil Clock means the real clock read through a cache refreshed every
-// millisecond (package internal/coarse): time.Now alone costs ~40 ns on the
-// CI machine. Cached readings are never later than the real time, only up
-// to ~2 ms earlier, so IDs may be stamped slightly in the past but never
-// ahead. Pass clock.NewReal() for an exact stamp at ~40 ns more per ID.
+// A nil Clock means clock.Shared(), the real clock read through a cache
+// (clock.Cached): ~28 ns a reading instead of ~48 ns on the CI machine.
+// Cached readings are never later than the real time and never more than
+// 1 ms earlier, so IDs may be stamped slightly in the past but never ahead.
+// Pass clock.NewReal() for an exact stamp at ~20 ns more per ID.
 func NewV7(s Settings) (*V7, error) {
 	if s.Clock == nil {
-		s.Clock = coarse.Shared()
+		s.Clock = clock.Shared()
 	}
 	s, err := s.withDefaults()
 	if err != nil {

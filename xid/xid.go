@@ -21,7 +21,6 @@ import (
 	rsxid "github.com/rs/xid"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/coarse"
 	"github.com/idmint/idmint/internal/entropy"
 	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/internal/oid"
@@ -104,7 +103,7 @@ func New(s Settings) (*Generator, error) {
 		s.MaxWait = 2 * time.Second
 	}
 	if s.Clock == nil {
-		s.Clock = coarse.Shared()
+		s.Clock = clock.Shared()
 	}
 	ref := rsxid.NewWithTime(time.Unix(0, 0)) // reads only rs/xid's machine ID and PID
 	var proc [5]byte
