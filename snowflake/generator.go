@@ -112,11 +112,12 @@ type Settings struct {
 	// Fence, when set, is consulted on every ID (reading Clock.Mono fresh):
 	// no ID is returned while Mono >= Fence.ValidUntil().
 	Fence Fence
-	// Coarse is how often a background goroutine refreshes the cached tick
-	// the fast path stamps IDs with, when Clock is a *clock.Real. Zero means
-	// 1 ms; negative means read the clock on every ID (one clock read and
-	// a division more per ID: 40-150 ns here). Other clocks (clock.Fake) are
-	// always read on every ID.
+	// Coarse is the period of the clock.Cached the fast path stamps IDs
+	// from, when Clock is a *clock.Real (or a *clock.Cached, whose own
+	// period then applies). Zero means 1 ms, served by clock.Shared();
+	// negative means read the clock on every ID (one clock read and a
+	// division more per ID: 40-150 ns here), which servers should use for
+	// precise stamps. Other clocks (clock.Fake) are read on every ID.
 	Coarse time.Duration
 	// Rand returns a uniform value in [0, n) for random sequence starts.
 	// Nil means math/rand/v2's Int64N.
@@ -142,20 +143,21 @@ const (
 // word, and waits (next tick, small rollback, horizon extension) happen
 // outside any lock.
 //
-// Stamps: with a *clock.Real, IDs are stamped from a cached tick refreshed
-// every Settings.Coarse by a background goroutine and re-read from the clock
-// every 64 IDs, so the per-ID cost stays at one compare-and-swap. A stamp
-// never leads the clock (except as Borrow/Logical allow) and lags it by the
-// refresh period plus scheduling delay: 1-2 ms on an idle machine, and at
-// high rates the re-read every 64 IDs keeps it within microseconds. Sequence exhaustion, rollback
-// and horizon decisions always read the clock itself. The background
-// goroutine exits after a second of inactivity and restarts on demand; Close
-// stops it at once.
+// Stamps: with a *clock.Real and Settings.Coarse >= 0, IDs are stamped
+// from a clock.Cached's Recent reading (one atomic load), re-read from the
+// clock every 64 IDs, so the per-ID cost stays at one compare-and-swap. A
+// stamp never leads the clock (except as Borrow/Logical allow) and lags it
+// by the cache's period plus the delay before its refresher goroutine gets
+// a CPU: 1-2 ms on an idle machine, tens of milliseconds with every core
+// busy; at high rates the re-read every 64 IDs keeps it within
+// microseconds. With Coarse < 0 every ID reads the clock. Sequence
+// exhaustion, rollback and horizon decisions always read the clock itself.
+// Waits (next tick, rollback) use the Clock's SleepUntil, which parks.
 type Generator struct {
 	layout    Layout
 	clk       clock.Clock
 	coarse    bool
-	period    time.Duration
+	cc        *clock.Cached // the fast path's cache, when coarse
 	sb        uint
 	seqMask   int64
 	timeShift uint
@@ -171,16 +173,15 @@ type Generator struct {
 	horizon   Horizon
 	lead      time.Duration
 	leadTicks int64
-	idleTicks int
 	ctx       context.Context
 	cancel    context.CancelFunc
 	_         [64]byte
 	state     atomic.Int64 // last reserved (tick<<sb | seq); -1 before the first
 	_         [56]byte
-	cached    atomic.Int64 // coarse tick, or noTick
+	seenNanos atomic.Int64 // the cc reading seenTick was computed from
+	seenTick  atomic.Int64 // tick of seenNanos, or noTick
 	limit     atomic.Int64 // fast path stamps no tick above this
 	hz        atomic.Int64 // hard horizon tick
-	tickerOn  atomic.Bool
 	closed    atomic.Bool
 	retryAt   atomic.Int64 // Mono before which no background extension is retried
 	mu        sync.Mutex   // guards inflight, loaded, goroutine starts; never held across I/O or waits
@@ -267,21 +268,28 @@ func New(l Layout, s Settings) (*Generator, error) {
 		g.lead = defaultLead
 	}
 	g.leadTicks = int64(g.lead / l.unit)
-	g.period = s.Coarse
-	if g.period == 0 {
-		g.period = defaultCoarse
+	switch c := g.clk.(type) {
+	case *clock.Real:
+		switch {
+		case s.Coarse == 0 || s.Coarse == defaultCoarse:
+			g.cc = clock.Shared()
+		case s.Coarse > 0:
+			g.cc = clock.NewCached(c, s.Coarse)
+		}
+	case *clock.Cached:
+		if s.Coarse >= 0 {
+			g.cc = c
+		}
 	}
-	if _, real := g.clk.(*clock.Real); real && g.period > 0 {
-		g.coarse = true
-		g.idleTicks = max(1, int(time.Second/g.period))
-	}
+	g.coarse = g.cc != nil
 	if g.rnd == nil {
 		g.rnd = rand.Int64N
 	}
 	g.refresh = min(refreshEvery-1, g.seqMask)
 	g.state.Store(-1)
 	g.floor.Store(-2)
-	g.cached.Store(noTick)
+	g.seenTick.Store(noTick)
+	g.seenNanos.Store(noTick)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	if g.horizon == nil {
 		g.loaded = true
@@ -325,7 +333,10 @@ func (g *Generator) start() int64 {
 // On error the returned ID is 0 and must not be used.
 func (g *Generator) Next(ctx context.Context) (int64, error) {
 	if g.coarse {
-		t := g.cached.Load()
+		t := g.seenTick.Load()
+		if n := g.cc.Recent(); n != g.seenNanos.Load() {
+			t = g.see(n)
+		}
 		old := g.state.Load()
 		next := old + 1
 		if t > old>>g.sb {
@@ -334,7 +345,7 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 		nt := int64(uint64(next) >> g.sb)
 		if nt <= t+g.borrow && nt <= g.limit.Load() && g.state.CompareAndSwap(old, next) {
 			if next&g.refresh == 0 {
-				g.storeTick(g.layout.tickOf(g.clk.Now()))
+				g.see(g.cc.Refresh().UnixNano())
 			}
 			if g.fence != nil && g.clk.Mono() >= g.fence.ValidUntil() {
 				return 0, ErrFenced // the reserved ID is dropped: a gap, never a reuse
@@ -388,10 +399,14 @@ func (g *Generator) reserve(ctx context.Context, want int64) (int64, int64, erro
 		// its clock read and its state load.
 		old := g.state.Load()
 		tick := old >> g.sb
-		now := g.clk.Now()
-		p := g.layout.tickOf(now)
+		var now time.Time
+		var p int64
 		if g.coarse {
-			g.storeTick(p)
+			now = g.cc.Refresh() // the precise reading, shared with the fast path
+			p = g.see(now.UnixNano())
+		} else {
+			now = g.clk.Now()
+			p = g.layout.tickOf(now)
 		}
 		var first int64
 		if p > tick {
@@ -510,57 +525,15 @@ func (g *Generator) Close() error {
 	return g.closeErr
 }
 
-// storeTick publishes a fresh clock reading for the fast path and makes sure
-// a refresher goroutine runs.
-func (g *Generator) storeTick(t int64) {
-	g.cached.Store(t)
-	if !g.tickerOn.Load() {
-		g.startTicker()
-	}
-}
-
-func (g *Generator) startTicker() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed.Load() || !g.tickerOn.CompareAndSwap(false, true) {
-		return
-	}
-	g.wg.Add(1)
-	go g.runTicker()
-}
-
-// runTicker refreshes the cached tick every g.period until Close, or until a
-// second passes without any ID issued; it then invalidates the cache (so the
-// next call reads the clock and restarts it) and exits.
-func (g *Generator) runTicker() {
-	defer g.wg.Done()
-	t := time.NewTicker(g.period)
-	defer t.Stop()
-	last, idle := g.state.Load(), 0
-	for {
-		select {
-		case <-g.ctx.Done():
-			g.cached.Store(noTick)
-			return
-		case <-t.C:
-		}
-		g.cached.Store(g.layout.tickOf(g.clk.Now()))
-		if s := g.state.Load(); s != last {
-			last, idle = s, 0
-			continue
-		}
-		if idle++; idle < g.idleTicks {
-			continue
-		}
-		g.cached.Store(noTick)
-		g.tickerOn.Store(false)
-		// A caller may have stored a tick after our invalidation while it
-		// still saw us running: keep refreshing it rather than leave it stale.
-		if g.cached.Load() == noTick || !g.tickerOn.CompareAndSwap(false, true) {
-			return
-		}
-		idle = 0
-	}
+// see computes the tick of the cached reading n (Unix nanoseconds) and
+// publishes it to the fast path. The pair is not updated atomically: a
+// racing caller may pair n with the tick of another reading, which is
+// still a reading of the clock, and never later than it.
+func (g *Generator) see(n int64) int64 {
+	t := g.layout.tickOf(time.Unix(0, n))
+	g.seenTick.Store(t)
+	g.seenNanos.Store(n)
+	return t
 }
 
 // awaitHorizon starts (or joins) a horizon extension and waits for it.
