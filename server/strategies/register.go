@@ -36,7 +36,7 @@ func Register(reg *server.Registry) error {
 }
 
 func all() []server.Strategy {
-	return append([]server.Strategy{snowflakeStrategy(), segmentStrategy(), ordernumStrategy(), ticketStrategy(), redisStrategy(), monotonicStrategy()}, textStrategies()...)
+	return append([]server.Strategy{snowflakeStrategy(), withLeafTable(segmentStrategy()), ordernumStrategy(), ticketStrategy(), redisStrategy(), monotonicStrategy()}, textStrategies()...)
 }
 
 // retryable marks an issuer's refusal with how long a client should wait.
