@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/idformat"
 	"github.com/idmint/idmint/server"
 )
@@ -78,12 +77,10 @@ func simpleText(name, format, summary string) server.Strategy {
 }
 
 func newTextKey(env *server.Env, genFormat, decFormat string, worker uint64) (*textKey, error) {
-	s := idformat.GenSettings{Worker: worker}
-	if _, real := env.Clock.(*clock.Real); !real {
-		// A test clock is used as given; with the real clock the generators
-		// keep their default, a cached clock that saves ~40 ns per ID.
-		s.Clock = env.Clock
-	}
+	// The server's clock as given, never a cached one: the server stamps
+	// within 2 ms of the request even with the cores busy (a read costs
+	// ~50 ns, a fraction of a percent of a request).
+	s := idformat.GenSettings{Worker: worker, Clock: env.Clock}
 	g, err := idformat.NewGenerator(genFormat, s)
 	if err != nil {
 		return nil, err
