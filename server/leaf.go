@@ -403,7 +403,11 @@ func (s *Server) serveDB(w http.ResponseWriter, r *http.Request) int {
 			return http.StatusServiceUnavailable
 		}
 		for _, row := range rows {
-			byKey[row.Key] = row
+			// Order-number sequences stay off the page: their max_id
+			// is the order volume (design.md U10).
+			if leafServable(row.Key) {
+				byKey[row.Key] = row
+			}
 		}
 	}
 	for _, name := range sortedKeys(s.table()) {
