@@ -45,6 +45,10 @@ type Config struct {
 	Layouts map[string]string `yaml:"layouts"`
 	// Keys are the ID spaces served, by name.
 	Keys map[string]KeyConfig `yaml:"keys"`
+	// Metrics says where /metrics is served: "admin" (the admin listener
+	// only, behind its auth) or "public" (both listeners). Default: admin
+	// when admin_listen is set, public otherwise.
+	Metrics string `yaml:"metrics"`
 	// KeyDir is the only place key material named by a key created through
 	// the admin API may come from: such a key's options.key_file must be
 	// a bare file name in this directory. Empty: API-created keys cannot
@@ -73,6 +77,12 @@ type Config struct {
 
 	// getenv is what Override was given, kept for Getenv.
 	getenv func(string) string
+}
+
+// MetricsPublic reports whether the public listener serves /metrics: the
+// config says "public", or says nothing and there is no admin listener.
+func (c *Config) MetricsPublic() bool {
+	return c.Metrics == "public" || (c.Metrics == "" && c.AdminListen == "")
 }
 
 // Getenv returns the environment variable name as seen by the getenv that
@@ -350,6 +360,15 @@ func (c *Config) Validate(reg *Registry) error {
 	}
 	if !loopbackOnly && c.AdminToken == "" {
 		add("listen", c.Listen, "serving a non-loopback address needs admin_token (without it only loopback is served)")
+	}
+	switch c.Metrics {
+	case "", "public":
+	case "admin":
+		if c.AdminListen == "" {
+			add("metrics", c.Metrics, "serving /metrics on the admin listener needs admin_listen")
+		}
+	default:
+		add("metrics", c.Metrics, `must be "admin" or "public"`)
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		add("admin_token", "(redacted)", "must be at least 16 characters")

@@ -101,7 +101,7 @@ func getInts(n int) *[]int64 {
 func (s *Server) ids(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Mono()
 	st := s.serveIDs(w, r, "")
-	s.metrics.observe(routeIDs, st, s.clk.Mono()-start)
+	s.observeKey(routeIDs, r.PathValue("key"), st, s.clk.Mono()-start)
 }
 
 // snowflakeIDs serves GET /v1/snowflake/{key}?count=N: ids, for snowflake
@@ -203,7 +203,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *key, err error)
 func (s *Server) rangeIDs(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Mono()
 	st := s.serveRange(w, r)
-	s.metrics.observe(routeRange, st, s.clk.Mono()-start)
+	s.observeKey(routeRange, r.PathValue("key"), st, s.clk.Mono()-start)
 }
 
 func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) int {

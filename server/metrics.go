@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -83,6 +84,18 @@ func (m *metrics) observe(route, status int, d time.Duration) {
 	m.byCode[route][c].Inc()
 }
 
+// observeKey is observe for a request on the key called name, except that
+// requests on a key that hides its volume (order numbers) are not
+// counted at all: idmint_http_requests_total and the latency histogram's
+// count would otherwise rise by exactly the number of order numbers
+// issued one at a time.
+func (s *Server) observeKey(route int, name string, status int, d time.Duration) {
+	if k := s.lookup(name); k != nil && k.hides {
+		return
+	}
+	s.metrics.observe(route, status, d)
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
@@ -90,6 +103,10 @@ func (m *metrics) handler() http.Handler {
 // statsCollector turns the Stats of every key's issuer and every shared
 // resource into const metrics at scrape time, plus the lease/ready state.
 type statsCollector struct{ s *Server }
+
+// metricsStoreTimeout bounds the store round trips of one scrape (the
+// readiness checks behind idmint_ready).
+const metricsStoreTimeout = 2 * time.Second
 
 var (
 	descKeys  = prometheus.NewDesc("idmint_keys", "Keys served.", nil, nil)
@@ -104,7 +121,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	t := c.s.table()
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(len(t)))
 	ready := 0.0
-	if c.s.readyErr(nil) == nil {
+	// A scrape never waits on a hung store past the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), metricsStoreTimeout)
+	defer cancel()
+	if c.s.readyErr(ctx) == nil {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)

@@ -69,6 +69,7 @@ type key struct {
 	tokens     []tokenHash
 	limiter    *limiter
 	issued     prometheus.Counter
+	hides      bool // the issuer hides its volume: no metrics count its requests
 	refusals   refusalLog
 
 	// mu is held shared by every request using the issuer and exclusively
@@ -166,6 +167,7 @@ func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfi
 		limiter: newLimiter(s.clk, kc.RateLimit),
 	}
 	if h, ok := iss.(VolumeHider); ok && h.HidesVolume() {
+		k.hides = true
 		k.issued = prometheus.NewCounter(prometheus.CounterOpts{Name: "idmint_ids_issued_total"}) // counted, never registered
 	} else {
 		k.issued = s.metrics.issued.WithLabelValues(name, kc.Strategy)
@@ -224,10 +226,23 @@ func (k *key) issuerReadier() (Readier, bool) {
 
 // Handler returns the public HTTP API: Leaf-compatible endpoints, /v1,
 // /healthz, /readyz and /metrics. pprof is never on it.
+//
+// /metrics is left out (404) unless Config.MetricsPublic: by default it
+// moves to the admin listener when one is configured.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
-	return s.canonical(mux)
+	h := s.canonical(mux)
+	if s.cfg.MetricsPublic() {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			s.notFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // canonical refuses paths that are not in clean form ("//", "/./", "/../")

@@ -302,3 +302,40 @@ func TestAttackAdminViewsRedactKey(t *testing.T) {
 		}
 	}
 }
+
+// /metrics must not reveal order-number volume: the per-route request
+// counter used to rise by exactly the number of order numbers issued one
+// at a time.
+func TestAttackMetricsHideOrderVolume(t *testing.T) {
+	t.Parallel()
+	_, h := serveWith(t, map[string]server.KeyConfig{
+		"orderno": {Strategy: "ordernum", Options: map[string]string{"format": "length=16", "key": orderKey1}},
+	}, setup{})
+	scrape := func() string {
+		t.Helper()
+		code, m := get(t, h, "GET", "/metrics", "")
+		if code != 200 {
+			t.Fatalf("/metrics: %d", code)
+		}
+		var keep []string
+		for _, l := range strings.Split(m, "\n") {
+			// Process and runtime figures move on their own.
+			if strings.HasPrefix(l, "idmint_") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	before := scrape()
+	for i := 0; i < 37; i++ {
+		if code, body := get(t, h, "GET", "/v1/keys/orderno/ids", ""); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		if code, body := get(t, h, "HEAD", "/v1/keys/orderno/ids", ""); code != 200 {
+			t.Fatalf("HEAD: %d %s", code, body)
+		}
+	}
+	if after := scrape(); after != before {
+		t.Errorf("/metrics changed while only order numbers were issued:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

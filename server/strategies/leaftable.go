@@ -3,7 +3,9 @@ package strategies
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/idmint/idmint/ordernum"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/server"
 )
@@ -46,9 +48,14 @@ func (t *leafTable) Rows(ctx context.Context) ([]server.StoreRow, error) {
 	if err != nil {
 		return nil, &retryable{fmt.Errorf("list store %q: %w", t.store, err), 0}
 	}
-	out := make([]server.StoreRow, len(infos))
-	for i, info := range infos {
-		out[i] = server.StoreRow{Key: info.Key, MaxID: info.MaxID, Step: info.Step, UpdateTime: info.UpdateTime, Description: info.Description}
+	out := make([]server.StoreRow, 0, len(infos))
+	for _, info := range infos {
+		// Order-number sequences are no Leaf tag and no /db row: their
+		// max_id is the volume the order numbers hide (design.md U10).
+		if strings.HasPrefix(info.Key, ordernum.SequencePrefix) {
+			continue
+		}
+		out = append(out, server.StoreRow{Key: info.Key, MaxID: info.MaxID, Step: info.Step, UpdateTime: info.UpdateTime, Description: info.Description})
 	}
 	return out, nil
 }
