@@ -15,7 +15,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idmint/idmint/clock"
@@ -30,63 +30,72 @@ type Errors struct {
 	Exhausted error // PerSecond IDs issued and the next second is more than MaxWait away
 }
 
-// Gen issues 12-byte IDs. Safe for concurrent use.
+// Gen issues 12-byte IDs. Safe for concurrent use, without a lock: an ID
+// costs a clock read and one atomic add on the current second's count
+// (rs/xid's own cost), and a new second is one compare-and-swap.
 type Gen struct {
-	mu      sync.Mutex
 	clk     clock.Clock
 	maxWait time.Duration
 	errs    Errors
 	proc    [5]byte
-	ctr     uint32 // next counter value, 24 bits
-	sec     int64  // second of the last ID, -1 before the first
-	used    uint32 // IDs issued in sec
 	limit   uint32 // PerSecond; tests lower it
+	cur     atomic.Pointer[second]
+}
+
+// second is the budget of one second: the IDs of second sec take counter
+// values ctr0, ctr0+1, ... (mod 2^24), one per value of used below limit.
+type second struct {
+	sec  int64 // -1 before the first ID
+	ctr0 uint32
+	used atomic.Uint64
 }
 
 // New returns a Gen stamping from clk with the given process bytes and a
 // counter starting at ctr0 (mod 2^24).
 func New(clk clock.Clock, maxWait time.Duration, errs Errors, proc [5]byte, ctr0 uint32) *Gen {
-	return &Gen{clk: clk, maxWait: maxWait, errs: errs, proc: proc, ctr: ctr0 & (PerSecond - 1), sec: -1, limit: PerSecond}
+	g := &Gen{clk: clk, maxWait: maxWait, errs: errs, proc: proc, limit: PerSecond}
+	g.cur.Store(&second{sec: -1, ctr0: ctr0 & (PerSecond - 1)})
+	return g
 }
 
 // SetLimit lowers the per-second budget; for tests of the exhaustion path.
 func (g *Gen) SetLimit(n uint32) { g.limit = n }
 
 // Next returns an ID not issued before by this Gen. While the wall clock
-// does not step back, IDs increase in byte order except where the counter
-// wraps within a second. After a step back the last second is reused (its
-// budget continues), so IDs stay unique; Ahead reports the lead.
+// does not step back, one goroutine's IDs increase in byte order except
+// where the counter wraps within a second. After a step back the last
+// second is reused (its budget continues), so IDs stay unique; Ahead
+// reports the lead.
 func (g *Gen) Next(ctx context.Context) ([12]byte, error) {
 	for {
-		g.mu.Lock()
 		now := g.clk.Now()
 		sec := now.Unix()
 		if sec < 0 || sec > 1<<32-1 {
-			g.mu.Unlock()
 			return [12]byte{}, fmt.Errorf("%w: %v is outside the 32-bit seconds range (1970..2106)", g.errs.Time, now)
 		}
-		if sec > g.sec {
-			g.sec, g.used = sec, 0
+		s := g.cur.Load()
+		if sec > s.sec {
+			// The counter runs on from where the last second stopped.
+			n := &second{sec: sec, ctr0: (s.ctr0 + uint32(min(s.used.Load(), uint64(g.limit)))) & (PerSecond - 1)}
+			if !g.cur.CompareAndSwap(s, n) {
+				continue
+			}
+			s = n
 		}
-		if g.used >= g.limit {
-			wait := time.Unix(g.sec+1, 0).Sub(now)
-			used, held := g.used, g.sec
-			g.mu.Unlock()
+		u := s.used.Add(1) - 1
+		if u >= uint64(g.limit) {
+			wait := time.Unix(s.sec+1, 0).Sub(now)
 			if wait > g.maxWait {
-				return [12]byte{}, fmt.Errorf("%w: %d IDs issued in second %d and the clock is %v from the next", g.errs.Exhausted, used, held, wait)
+				return [12]byte{}, fmt.Errorf("%w: %d IDs issued in second %d and the clock is %v from the next", g.errs.Exhausted, g.limit, s.sec, wait)
 			}
 			if err := g.clk.Sleep(ctx, wait); err != nil {
 				return [12]byte{}, err
 			}
 			continue
 		}
-		ctr := g.ctr
-		g.ctr = (g.ctr + 1) & (PerSecond - 1)
-		g.used++
-		sec = g.sec
-		g.mu.Unlock()
+		ctr := (s.ctr0 + uint32(u)) & (PerSecond - 1)
 		var id [12]byte
-		binary.BigEndian.PutUint32(id[0:4], uint32(sec))
+		binary.BigEndian.PutUint32(id[0:4], uint32(s.sec))
 		copy(id[4:9], g.proc[:])
 		id[9], id[10], id[11] = byte(ctr>>16), byte(ctr>>8), byte(ctr)
 		return id, nil
@@ -96,9 +105,7 @@ func (g *Gen) Next(ctx context.Context) ([12]byte, error) {
 // Ahead reports how far the second of the last ID is ahead of the clock:
 // zero unless the wall clock stepped back.
 func (g *Gen) Ahead() time.Duration {
-	g.mu.Lock()
-	sec := g.sec
-	g.mu.Unlock()
+	sec := g.cur.Load().sec
 	if sec < 0 {
 		return 0
 	}
