@@ -221,7 +221,7 @@ func TestPermanentErrors(t *testing.T) {
 		c := newClient(t, eps, Options{})
 		// A deadline far away: permanent errors must come back at once,
 		// not when it passes.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		for _, tc := range []struct {
 			key, code string

@@ -249,3 +249,25 @@ func TestClose(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A node that failed and came back gets requests again once its backoff
+// has passed: the half-open probe goes first.
+func TestRecoveredNodeRejoins(t *testing.T) {
+	cl := newCluster()
+	flaky, good := newFakeNode(t, cl), newFakeNode(t, cl)
+	flaky.mode.Store(mode500)
+	c := newClient(t, []string{flaky.url(), good.url()}, Options{MinBatch: 10, MaxBatch: 10, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, BreakerThreshold: 1})
+	ctx := testCtx(t)
+	testserver.Eventually(t, "the flaky node to fail", 10*time.Second, func() bool {
+		_, err := c.Next(ctx, "order")
+		return err == nil && !c.Stats().Endpoints[0].Available
+	})
+	flaky.mode.Store(modeOK)
+	before := flaky.calls.Load()
+	testserver.Eventually(t, "the recovered node to serve again", 10*time.Second, func() bool {
+		if _, err := c.Next(ctx, "order"); err != nil {
+			t.Fatal(err)
+		}
+		return flaky.calls.Load() > before+3 && c.Stats().Endpoints[0].Available
+	})
+}

@@ -50,9 +50,11 @@ func (e *endpoint) state(now time.Duration, threshold int) (closed, halfOpen boo
 	return false, !e.probing
 }
 
-// pick returns the endpoints to try, in order: closed ones starting at a
-// rotating index, then half-open ones (one probe each). When none may be
-// tried, retryAt is the soonest end of a backoff.
+// pick returns the endpoints to try, in order: half-open ones first (one
+// probe each: a node that came back rejoins with the next request, and one
+// still down costs a failover or a hedge), then closed ones starting at a
+// rotating index. When none may be tried, retryAt is the soonest end of a
+// backoff.
 func (p *pool) pick() (order []*endpoint, retryAt time.Duration) {
 	now := p.clk.Mono()
 	n := len(p.eps)
@@ -79,7 +81,7 @@ func (p *pool) pick() (order []*endpoint, retryAt time.Duration) {
 			}
 		}
 	}
-	return append(order, half...), retryAt
+	return append(half, order...), retryAt
 }
 
 // success closes e's breaker.

@@ -1,0 +1,310 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
+)
+
+// node is one real `idmint serve` process on fixed ports, so the client
+// finds it again after a restart.
+type node struct {
+	name, bin, cfg, data string
+	port                 int
+	cmd                  *exec.Cmd
+	done                 chan struct{}
+	log                  *os.File
+}
+
+func freeTCPPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (n *node) url() string { return "http://127.0.0.1:" + strconv.Itoa(n.port) }
+
+// start runs the process and waits until it answers /healthz.
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	n.cmd = exec.Command(n.bin, "serve", "--config", n.cfg, "--data", n.data, "--listen", "127.0.0.1:"+strconv.Itoa(n.port))
+	n.cmd.Env = append(os.Environ(), "IDMINT_CONFIG=")
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	n.done = done
+	cmd := n.cmd
+	go func() { cmd.Wait(); close(done) }()
+	hc := &http.Client{Timeout: time.Second}
+	testserver.Eventually(t, n.name+" to answer /readyz", 60*time.Second, func() bool {
+		resp, err := hc.Get(n.url() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+func (n *node) signal(t *testing.T, s syscall.Signal) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(s); err != nil {
+		t.Fatalf("%s: signal %v: %v", n.name, s, err)
+	}
+}
+
+func (n *node) kill(t *testing.T) {
+	t.Helper()
+	n.signal(t, syscall.SIGKILL)
+	select {
+	case <-n.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit after kill -9", n.name)
+	}
+}
+
+// TestCluster runs three `idmint serve` processes sharing one PostgreSQL
+// segment store and one etcd worker registry. 16 goroutines draw IDs of a
+// segment key through one client (10 million; 1 million with -short or
+// -race, whose instrumentation makes each draw ~20 times dearer) while one
+// node is killed with kill -9, another SIGSTOPped, and both come back; one
+// more goroutine draws snowflake IDs all along. The callers see no error,
+// no duplicate, and segment IDs that increase within each refill. Then
+// every node is killed: the client serves what it holds, then fails with
+// ErrUnavailable within the deadline, and issues again once they are back.
+func TestCluster(t *testing.T) {
+	etcd := testserver.Addr(t, testserver.Etcd)
+	pg := testserver.Database(t, testserver.Postgres)
+	total := 10_000_000
+	if testing.Short() || raceEnabled {
+		total = 1_000_000
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "idmint")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/idmint")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ../cmd/idmint: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "idmint.yaml")
+	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  flake:\n    strategy: snowflake\n",
+		etcd, testserver.Prefix(t), pg)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]*node, 3)
+	var urls []string
+	for i := range nodes {
+		lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{name: fmt.Sprintf("n%d", i), bin: bin, cfg: cfg, data: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: freeTCPPort(t), log: lf}
+		nodes[i] = n
+		t.Cleanup(func() {
+			if n.cmd != nil && n.cmd.ProcessState == nil {
+				n.cmd.Process.Signal(syscall.SIGCONT)
+				n.cmd.Process.Kill()
+				<-n.done
+			}
+			lf.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(lf.Name())
+				t.Logf("log of %s (last 3000 bytes):\n%s", n.name, b[max(0, len(b)-3000):])
+			}
+		})
+		urls = append(urls, n.url())
+	}
+	// Start them concurrently: each waits for etcd and PostgreSQL.
+	var swg sync.WaitGroup
+	for _, n := range nodes {
+		swg.Go(func() { n.start(t) })
+	}
+	swg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	var log refillLog
+	c := newClient(t, urls, Options{Hooks: Hooks{Refill: log.hook}, MaxBackoff: time.Second, MaxBatch: 200_000})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	const goroutines = 16
+	per := total / goroutines
+	draws := make([][]int64, goroutines)
+	var drawn atomic.Int64
+	// gate[i] is closed once chaos step i is done; goroutines pause at
+	// step boundaries so every step happens while draws are under way.
+	const steps = 4
+	var gates [steps]chan struct{}
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	boundary := func(i int) int64 { return int64(total) * int64(i+1) / (steps + 2) }
+	errs := make(chan error, goroutines+1)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		draws[g] = make([]int64, 0, per)
+		wg.Go(func() {
+			step := 0
+			for len(draws[g]) < per {
+				for step < steps && drawn.Load() >= boundary(step) {
+					<-gates[step]
+					step++
+				}
+				id, err := c.Next(ctx, "order")
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d, ID %d: %w", g, len(draws[g]), err)
+					return
+				}
+				draws[g] = append(draws[g], id)
+				drawn.Add(1)
+			}
+		})
+	}
+	// Snowflake IDs all along, as batches.
+	stopFlake := make(chan struct{})
+	var flakes []int64
+	var fwg sync.WaitGroup
+	fwg.Go(func() {
+		buf := make([]int64, 100)
+		for {
+			select {
+			case <-stopFlake:
+				return
+			default:
+			}
+			if err := c.NextN(ctx, "flake", buf); err != nil {
+				errs <- fmt.Errorf("snowflake: %w", err)
+				return
+			}
+			flakes = append(flakes, buf...)
+			time.Sleep(time.Millisecond)
+		}
+	})
+	waitDrawn := func(n int64) {
+		testserver.Eventually(t, fmt.Sprintf("%d IDs drawn", n), 2*time.Minute, func() bool {
+			select {
+			case err := <-errs:
+				t.Fatal(err)
+			default:
+			}
+			return drawn.Load() >= n
+		})
+	}
+	var beforeBack [3]int64
+	waitDrawn(boundary(0))
+	nodes[0].kill(t) // 1. kill -9
+	t.Logf("n0 killed after %d IDs", drawn.Load())
+	close(gates[0])
+	waitDrawn(boundary(1))
+	nodes[1].signal(t, syscall.SIGSTOP) // 2. SIGSTOP
+	t.Logf("n1 stopped after %d IDs", drawn.Load())
+	close(gates[1])
+	waitDrawn(boundary(2))
+	// 3. both come back: n0 restarted on its data, n1 continued.
+	nodes[1].signal(t, syscall.SIGCONT)
+	nodes[0].start(t)
+	for i, e := range c.Stats().Endpoints {
+		beforeBack[i] = e.Requests
+	}
+	t.Logf("n0 restarted, n1 continued after %d IDs", drawn.Load())
+	close(gates[2])
+	waitDrawn(boundary(3))
+	close(gates[3])
+	wg.Wait()
+	close(stopFlake)
+	fwg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkDraws(t, draws, log.snapshot())
+	checkDraws(t, [][]int64{flakes}, nil)
+	st := c.Stats()
+	t.Logf("%d segment IDs, %d snowflake IDs; stats %+v", total/goroutines*goroutines, len(flakes), st)
+	if st.Failovers+st.Hedges == 0 {
+		t.Error("no failover and no hedge through kill -9 and SIGSTOP")
+	}
+	// The nodes that came back serve the client again (their breakers
+	// close after a probe).
+	big := make([]int64, 50_000)
+	testserver.Eventually(t, "n0 and n1 to serve the client again", 60*time.Second, func() bool {
+		// Draw enough to need refills, so requests reach the nodes.
+		if err := c.NextN(ctx, "order", big); err != nil {
+			t.Fatal(err)
+		}
+		s := c.Stats().Endpoints
+		return s[0].Requests > beforeBack[0] && s[1].Requests > beforeBack[1] && s[0].Available && s[1].Available
+	})
+
+	// All nodes down: serve what is held, then a clear error in time.
+	for _, n := range nodes {
+		n.kill(t)
+	}
+	held := c.Buffered("order")
+	seen := make(map[int64]bool, held)
+	for range held {
+		id, err := c.Next(ctx, "order")
+		if err != nil {
+			t.Fatalf("serving the %d IDs held with every node down: %v", held, err)
+		}
+		seen[id] = true
+	}
+	dctx, dcancel := context.WithTimeout(ctx, time.Second)
+	defer dcancel()
+	start := time.Now()
+	_, err := c.Next(dctx, "order")
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next with every node down = %v; want ErrUnavailable and DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Next returned %v after its 1 s deadline", took)
+	}
+	t.Logf("all down: %d held IDs served, then: %v", held, err)
+	for _, n := range nodes {
+		swg.Go(func() { n.start(t) })
+	}
+	swg.Wait()
+	var after []int64
+	testserver.Eventually(t, "the client to issue again once the nodes are back", 60*time.Second, func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		id, err := c.Next(rctx, "order")
+		if err == nil {
+			after = append(after, id)
+		}
+		return err == nil
+	})
+	for range 1000 {
+		id, err := c.Next(ctx, "order")
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, id)
+	}
+	all := slices.Concat(append(draws, after)...)
+	for id := range seen {
+		all = append(all, id)
+	}
+	checkDraws(t, [][]int64{all}, nil)
+}
