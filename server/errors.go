@@ -46,6 +46,10 @@ func (s *Server) writeError(w http.ResponseWriter, e apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if e.retryAfter <= 0 && (e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable) {
+		// Every 429 and 503 says when to come back (RFC 9110 10.2.3).
+		e.retryAfter = time.Second
+	}
 	if e.retryAfter > 0 {
 		secs := int64((e.retryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))

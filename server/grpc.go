@@ -48,6 +48,9 @@ func statusOf(ctx context.Context, e apiError) error {
 	case http.StatusServiceUnavailable:
 		c = codes.Unavailable
 	}
+	if e.retryAfter <= 0 && (c == codes.Unavailable || c == codes.ResourceExhausted) {
+		e.retryAfter = time.Second
+	}
 	if e.retryAfter > 0 {
 		secs := int64((e.retryAfter + time.Second - 1) / time.Second)
 		grpc.SetTrailer(ctx, metadata.Pairs("retry-after", strconv.FormatInt(secs, 10)))

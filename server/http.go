@@ -125,6 +125,16 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request) (n int, k *
 		return 0, nil, http.StatusBadRequest
 	}
 	k, st = s.acquire(w, r, r.PathValue("key"))
+	if st == 0 && r.Method == http.MethodHead {
+		// HEAD answers what GET would, headers only, and never
+		// consumes an ID.
+		k.mu.RUnlock()
+		h := w.Header()
+		h["Content-Type"] = jsonType
+		h["Cache-Control"] = noStore
+		w.WriteHeader(http.StatusOK)
+		return 0, nil, http.StatusOK
+	}
 	return n, k, st
 }
 

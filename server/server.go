@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,6 +147,20 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	s.keys.Store(&all)
+	if !isLoopbackAddr(o.Config.Listen) || (o.Config.GRPCListen != "" && !isLoopbackAddr(o.Config.GRPCListen)) {
+		// The rule (README, security): a key without tokens serves every
+		// client that reaches the listener; admin_token guards
+		// administration only. Say which keys are open.
+		var open []string
+		for _, n := range sortedKeys(all) {
+			if len(all[n].tokens) == 0 {
+				open = append(open, n)
+			}
+		}
+		if len(open) > 0 {
+			s.log.Warn("keys without tokens serve every client that reaches a non-loopback listener; give them tokens to restrict them", "keys", open)
+		}
+	}
 	return s, nil
 }
 
@@ -248,9 +263,19 @@ func (s *Server) Handler() http.Handler {
 // canonical refuses paths that are not in clean form ("//", "/./", "/../")
 // with a 400 instead of ServeMux's redirect: a client sending them is
 // broken, and a redirect would only hide that.
+//
+// Every answer defaults to Cache-Control: no-store (an ID, an error or a
+// view cached by a proxy would be served again), and HEAD on Leaf's
+// ID routes is answered here, never consuming an ID.
 func (s *Server) canonical(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Cache-Control"] = noStore
 		p := r.URL.Path
+		if r.Method == http.MethodHead && (strings.HasPrefix(p, "/api/segment/get/") || strings.HasPrefix(p, "/api/snowflake/get/")) {
+			w.Header()["Content-Type"] = textType
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if p == "" || p[0] != '/' || (path.Clean(p) != p && path.Clean(p)+"/" != p) {
 			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadPath, field: "path", msg: "path " + strconv.Quote(trunc(p)) + " is not in canonical form"})
 			return

@@ -78,6 +78,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	if err := secureDataDir(cfg.DataDir); err != nil {
+		return err
+	}
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
@@ -87,6 +90,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	srv, err := server.New(ctx, server.Options{Config: cfg, Registry: reg, Logger: log,
 		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")}})
 	if err != nil {
+		return err
+	}
+	// Again, for the files opening the stores created (SQLite's).
+	if err := secureDataDir(cfg.DataDir); err != nil {
+		srv.Close(context.Background())
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -111,6 +119,34 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	warnHostLocal(log, cfg, ls)
 	printBanner(e.stdout, cfg, srv, ls)
 	return srv.Serve(ctx, ls)
+}
+
+// secureDataDir makes the data directory 0700 and every regular file in it
+// 0600, also when the directory existed before (MkdirAll leaves an
+// existing directory's mode alone, and SQLite creates its files 0644 under
+// the usual umask): it holds key tokens (keys.json), the worker lease and
+// the segment store. Symbolic links are not followed.
+func secureDataDir(dir string) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+		switch {
+		case p == dir:
+		case d.IsDir():
+			if err := os.Chmod(p, 0o700); err != nil {
+				return fmt.Errorf("data directory: %w", err)
+			}
+		case d.Type().IsRegular():
+			if err := os.Chmod(p, 0o600); err != nil {
+				return fmt.Errorf("data directory: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // logStores says which stores and coordinator the server opens, before it
