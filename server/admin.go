@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // keyView is a key as the admin API shows it (never its tokens).
@@ -26,9 +28,14 @@ type keyView struct {
 	Cache     *CacheView        `json:"cache,omitempty"`
 }
 
+// viewReadyTimeout bounds the store round trip behind a view's "ready".
+const viewReadyTimeout = 2 * time.Second
+
+// view builds k's admin view. It holds no lock: the table is an immutable
+// snapshot, and Ready may be a store round trip.
 func (s *Server) view(r *http.Request, k *key) keyView {
 	v := keyView{Name: k.name, Strategy: k.cfg.Strategy, Store: k.cfg.Store, Layout: k.cfg.Layout,
-		Step: k.cfg.Step, RateLimit: k.cfg.RateLimit, Options: redactOptions(k.cfg.Options),
+		Step: k.step.Load(), RateLimit: k.cfg.RateLimit, Options: redactOptions(k.cfg.Options),
 		Auth: len(k.tokens) > 0, Source: "api", Ready: true, Ranges: k.ranger != nil}
 	if k.fromConfig {
 		v.Source = "config"
@@ -37,7 +44,9 @@ func (s *Server) view(r *http.Request, k *key) keyView {
 		v.Step = st.Step()
 	}
 	if rd, ok := k.issuer.(Readier); ok {
-		v.Ready = rd.Ready(r.Context()) == nil
+		ctx, cancel := context.WithTimeout(r.Context(), viewReadyTimeout)
+		v.Ready = rd.Ready(ctx) == nil
+		cancel()
 	}
 	if m, ok := k.issuer.(Monitor); ok {
 		c := m.CacheView()
@@ -82,7 +91,6 @@ func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) int {
 	if r.Method == http.MethodPost {
 		return s.createKeyHTTP(w, r)
 	}
-	s.adminMu.Lock()
 	t := s.table()
 	out := struct {
 		Keys []keyView `json:"keys"`
@@ -90,7 +98,6 @@ func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) int {
 	for _, n := range sortedKeys(t) {
 		out.Keys = append(out.Keys, s.view(r, t[n]))
 	}
-	s.adminMu.Unlock()
 	s.writeJSON(w, http.StatusOK, out)
 	return http.StatusOK
 }
@@ -170,9 +177,7 @@ func (s *Server) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
 		s.writeError(w, e)
 		return e.status
 	}
-	s.adminMu.Lock()
 	v := s.view(r, k)
-	s.adminMu.Unlock()
 	w.Header().Set("Location", "/v1/keys/"+req.Name)
 	s.writeJSON(w, http.StatusCreated, v)
 	return http.StatusCreated
@@ -247,19 +252,15 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request) int {
 			s.writeError(w, e)
 			return e.status
 		}
-		s.adminMu.Lock()
 		v := s.view(r, k)
-		s.adminMu.Unlock()
 		s.writeJSON(w, http.StatusOK, v)
 		return http.StatusOK
 	default:
-		s.adminMu.Lock()
 		k := s.lookup(name)
 		var v keyView
 		if k != nil {
 			v = s.view(r, k)
 		}
-		s.adminMu.Unlock()
 		if k == nil {
 			return notFound()
 		}

@@ -1,10 +1,17 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Security tests of the server core (idmint issue 11). Each reproduces a
@@ -119,4 +126,150 @@ func TestAttackNonLoopbackClients(t *testing.T) {
 	if w := do(f.h, req{target: "/v1/keys", remote: "127.0.0.1:1"}); w.Code != 401 {
 		t.Errorf("admin from loopback without the admin token (one is set): %d", w.Code)
 	}
+}
+
+// within runs f and fails the test when it has not returned after d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not finish within %v", what, d)
+	}
+}
+
+// A client that pipelines requests and never reads the answers used to
+// freeze DELETE, list and create of keys until the write timeout (27 s
+// measured): the answer was written under the key's lock, which DELETE
+// waits for while holding the admin lock.
+func TestAttackPipelinedNonReaderHoldsNoLock(t *testing.T) {
+	t.Parallel()
+	addr, f := liveServer(t)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	call := func(method, path, body string) int {
+		t.Helper()
+		rq, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+		resp, err := hc.Do(rq)
+		if err != nil {
+			t.Errorf("%s %s: %v", method, path, err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := call("POST", "/v1/keys", `{"name":"victim","strategy":"counter"}`); st != 201 {
+		t.Fatalf("create victim: %d", st)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	go func() {
+		one := "GET /v1/keys/victim/ids?count=10000 HTTP/1.1\r\nHost: x\r\n\r\n"
+		io.WriteString(c, strings.Repeat(one, 400)) // ~32 MB of answers, never read
+	}()
+	// Wait until the server is stuck writing: the victim stops issuing.
+	victim := f.cs.get("victim")
+	deadline := time.Now().Add(20 * time.Second)
+	last, stable := int64(-1), 0
+	for stable < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never blocked on the non-reading client (issued %d)", victim.next.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := victim.next.Load(); n == last && n > 0 {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+	}
+	if last >= 400*10000 {
+		t.Skip("the socket buffers took every answer; nothing blocked")
+	}
+	within(t, 5*time.Second, "DELETE of the key the stuck client reads", func() {
+		if st := call("DELETE", "/v1/keys/victim", ""); st != 204 {
+			t.Errorf("delete: %d", st)
+		}
+	})
+	within(t, 5*time.Second, "list of keys", func() {
+		if st := call("GET", "/v1/keys", ""); st != 200 {
+			t.Errorf("list: %d", st)
+		}
+	})
+	within(t, 5*time.Second, "create of a key", func() {
+		if st := call("POST", "/v1/keys", `{"name":"other","strategy":"counter"}`); st != 201 {
+			t.Errorf("create: %d", st)
+		}
+	})
+}
+
+// blocker is an issuer whose calls wait until released, and whose Ready
+// waits until its context ends: a hung store.
+type blocker struct {
+	inside  chan struct{}
+	release chan struct{}
+	closed  atomic.Bool
+}
+
+func (b *blocker) NextInt64s(ctx context.Context, dst []int64) error {
+	b.inside <- struct{}{}
+	<-b.release
+	return errors.New("blocker: released")
+}
+func (b *blocker) Ready(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+func (b *blocker) Close(ctx context.Context) error { b.closed.Store(true); return nil }
+
+func blockerServer(t *testing.T) (*Server, *blocker) {
+	t.Helper()
+	reg, _ := testRegistry()
+	b := &blocker{inside: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(func() { close(b.release) })
+	must(reg.Register(Strategy{Name: "block", New: func(ctx context.Context, env *Env, name string, k KeyConfig) (Issuer, error) {
+		return b, nil
+	}}))
+	cfg := &Config{DataDir: t.TempDir(), Keys: map[string]KeyConfig{"hung": {Strategy: "block"}}}
+	cfg.SetDefaults()
+	s, err := New(context.Background(), Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, b
+}
+
+// Close(ctx) honours its context: a request stuck in an issuer no longer
+// keeps the shutdown deadline from reaching the issuers' Close (lease
+// release).
+func TestAttackCloseHonoursContext(t *testing.T) {
+	t.Parallel()
+	s, b := blockerServer(t)
+	go do(s.Handler(), req{target: "/v1/keys/hung/ids"})
+	select {
+	case <-b.inside:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the issuer")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	within(t, 5*time.Second, "Close with a 200 ms deadline", func() { s.Close(ctx) })
+	if !b.closed.Load() {
+		t.Error("the issuer was not closed")
+	}
+}
+
+// /metrics runs its store queries (readiness) under a deadline: a hung
+// store does not hang the scrape.
+func TestAttackMetricsDeadline(t *testing.T) {
+	t.Parallel()
+	s, _ := blockerServer(t)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	within(t, 10*time.Second, "a /metrics scrape with a hung store", func() {
+		if w := do(s.Handler(), req{target: "/metrics"}); w.Code != 200 || !strings.Contains(w.Body.String(), "idmint_ready 0") {
+			t.Errorf("/metrics: %d, want 200 with idmint_ready 0", w.Code)
+		}
+	})
 }

@@ -143,8 +143,11 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy strin
 	if st != 0 {
 		return st
 	}
-	defer k.mu.RUnlock()
+	// k.mu is held while the issuer runs, never while the answer is
+	// written: a client that does not read would otherwise hold it, and
+	// with it a DELETE of the key and all key administration behind it.
 	if strategy != "" && k.cfg.Strategy != strategy {
+		k.mu.RUnlock()
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " uses strategy " + strconv.Quote(k.cfg.Strategy) + ", not " + strconv.Quote(strategy)})
 		return http.StatusBadRequest
 	}
@@ -157,7 +160,9 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy strin
 	b = append(b, `,"ids":[`...)
 	if k.ints != nil {
 		ip := getInts(n)
-		if err := k.ints.NextInt64s(r.Context(), *ip); err != nil {
+		err := k.ints.NextInt64s(r.Context(), *ip)
+		k.mu.RUnlock()
+		if err != nil {
 			int64Pool.Put(ip)
 			bytePool.Put(bp)
 			return s.fail(w, r, k, err)
@@ -173,7 +178,9 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy strin
 		int64Pool.Put(ip)
 	} else {
 		ss := make([]string, n)
-		if err := k.strs.NextStrings(r.Context(), ss); err != nil {
+		err := k.strs.NextStrings(r.Context(), ss)
+		k.mu.RUnlock()
+		if err != nil {
 			bytePool.Put(bp)
 			return s.fail(w, r, k, err)
 		}
@@ -221,12 +228,13 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) int {
 	if st != 0 {
 		return st
 	}
-	defer k.mu.RUnlock()
 	if k.ranger == nil {
+		k.mu.RUnlock()
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " (strategy " + strconv.Quote(k.cfg.Strategy) + ") does not hand out contiguous ranges; use /v1/keys/{key}/ids"})
 		return http.StatusBadRequest
 	}
 	first, got, err := k.ranger.NextRange(r.Context(), int64(n))
+	k.mu.RUnlock() // before writing: see serveIDs
 	if err != nil {
 		return s.fail(w, r, k, err)
 	}

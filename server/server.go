@@ -49,8 +49,10 @@ type Server struct {
 	keystore KeyStore
 	metrics  *metrics
 
-	keys    atomic.Pointer[map[string]*key]
-	adminMu sync.Mutex // serialises key administration
+	keys      atomic.Pointer[map[string]*key]
+	adminMu   sync.Mutex      // guards table swaps and creating; never held across I/O
+	persistMu sync.Mutex      // orders KeyStore saves
+	creating  map[string]bool // names being built by createKey
 
 	adminToken []tokenHash
 	closed     atomic.Bool
@@ -70,7 +72,8 @@ type key struct {
 	tokens     []tokenHash
 	limiter    *limiter
 	issued     prometheus.Counter
-	hides      bool // the issuer hides its volume: no metrics count its requests
+	hides      bool         // the issuer hides its volume: no metrics count its requests
+	step       atomic.Int64 // cfg.Step, as changed by setStep
 	refusals   refusalLog
 
 	// mu is held shared by every request using the issuer and exclusively
@@ -181,6 +184,7 @@ func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfi
 		tokens:  hashTokens(kc.Tokens),
 		limiter: newLimiter(s.clk, kc.RateLimit),
 	}
+	k.step.Store(kc.Step)
 	if h, ok := iss.(VolumeHider); ok && h.HidesVolume() {
 		k.hides = true
 		k.issued = prometheus.NewCounter(prometheus.CounterOpts{Name: "idmint_ids_issued_total"}) // counted, never registered
@@ -409,22 +413,23 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 
 // Close closes every issuer, then every shared resource in reverse order of
 // opening (leases record their horizon and are released). Requests still
-// running are waited for. A second Close returns ErrClosed.
+// running are waited for until ctx ends; then the issuers are closed
+// anyway, so a shutdown deadline reaches lease release. A second Close
+// returns ErrClosed.
 func (s *Server) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	// A createKey publishing now sees closed under adminMu and closes its
+	// own issuer; anything published before is in this snapshot.
 	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
+	t := s.table()
+	s.adminMu.Unlock()
 	var errs []error
-	for _, name := range sortedKeys(s.table()) {
-		k := s.lookup(name)
-		k.mu.Lock()
-		k.gone = true
-		if err := k.issuer.Close(ctx); err != nil {
+	for _, name := range sortedKeys(t) {
+		if err := retire(ctx, t[name]); err != nil {
 			errs = append(errs, fmt.Errorf("server: close key %q: %w", name, err))
 		}
-		k.mu.Unlock()
 	}
 	if err := s.env.closeAll(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: %w", err))
@@ -432,27 +437,94 @@ func (s *Server) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// retire marks k gone once its in-flight requests have finished (they
+// hold k.mu only while the issuer runs, never while answering), then
+// closes its issuer outside the lock. When ctx ends first the issuer is
+// closed anyway: the requests still in it fail, and the deadline reaches
+// the issuer's Close.
+func retire(ctx context.Context, k *key) error {
+	if lockCtx(ctx, &k.mu) {
+		already := k.gone
+		k.gone = true
+		k.mu.Unlock()
+		if already {
+			return nil
+		}
+	}
+	return k.issuer.Close(ctx)
+}
+
+// lockCtx takes mu's write lock, or gives up when ctx ends first (a
+// goroutine then takes and drops the lock when it comes free).
+func lockCtx(ctx context.Context, mu *sync.RWMutex) bool {
+	if mu.TryLock() {
+		return true
+	}
+	got := make(chan struct{})
+	go func() { mu.Lock(); close(got) }()
+	select {
+	case <-got:
+		return true
+	case <-ctx.Done():
+		go func() { <-got; mu.Unlock() }()
+		return false
+	}
+}
+
+// Key administration never holds a lock across a store call or network
+// I/O: adminMu guards only the table swap and the names being created;
+// persistMu orders the KeyStore saves (local file writes), so the last
+// save always holds the latest table. Lists and views take neither.
+
 // createKey builds and adds a key (admin API).
 func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*key, error) {
 	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	if s.closed.Load() {
+	switch {
+	case s.closed.Load():
+		s.adminMu.Unlock()
 		return nil, ErrClosed
-	}
-	if s.lookup(name) != nil {
+	case s.lookup(name) != nil || s.creating[name]:
+		s.adminMu.Unlock()
 		return nil, errKeyExists
 	}
-	k, err := s.build(ctx, name, kc, false)
+	if s.creating == nil {
+		s.creating = map[string]bool{}
+	}
+	s.creating[name] = true
+	s.adminMu.Unlock()
+	defer func() {
+		s.adminMu.Lock()
+		delete(s.creating, name)
+		s.adminMu.Unlock()
+	}()
+
+	k, err := s.build(ctx, name, kc, false) // store calls: no lock held
 	if err != nil {
 		return nil, err
 	}
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
+	s.adminMu.Lock()
 	next := maps.Clone(s.table())
+	closed := s.closed.Load()
+	s.adminMu.Unlock()
+	if closed {
+		k.issuer.Close(ctx)
+		return nil, ErrClosed
+	}
 	next[name] = k
 	if err := s.persist(ctx, next); err != nil {
 		k.issuer.Close(ctx)
 		return nil, err
 	}
+	s.adminMu.Lock()
+	if s.closed.Load() {
+		s.adminMu.Unlock()
+		k.issuer.Close(ctx)
+		return nil, ErrClosed
+	}
 	s.keys.Store(&next)
+	s.adminMu.Unlock()
 	s.log.Info("key created", "key", name, "strategy", kc.Strategy)
 	return k, nil
 }
@@ -465,28 +537,31 @@ var (
 )
 
 // deleteKey removes a key created through the API and closes its issuer
-// after its last in-flight request. The key's store rows are kept, so a key
-// created again with the same name continues after them (U5).
+// after its last in-flight request (or when ctx ends). The key's store
+// rows are kept, so a key created again with the same name continues
+// after them (U5).
 func (s *Server) deleteKey(ctx context.Context, name string) error {
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
+	s.persistMu.Lock()
 	k := s.lookup(name)
 	if k == nil {
+		s.persistMu.Unlock()
 		return errNoSuchKey
 	}
 	if k.fromConfig {
+		s.persistMu.Unlock()
 		return errConfigKey
 	}
 	next := maps.Clone(s.table())
 	delete(next, name)
 	if err := s.persist(ctx, next); err != nil {
+		s.persistMu.Unlock()
 		return err
 	}
+	s.adminMu.Lock()
 	s.keys.Store(&next)
-	k.mu.Lock()
-	k.gone = true
-	err := k.issuer.Close(ctx)
-	k.mu.Unlock()
+	s.adminMu.Unlock()
+	s.persistMu.Unlock()
+	err := retire(ctx, k)
 	s.log.Info("key deleted", "key", name)
 	return err
 }
@@ -494,8 +569,6 @@ func (s *Server) deleteKey(ctx context.Context, name string) error {
 // setStep changes a segment key's step (and the persisted config of an
 // API-created key).
 func (s *Server) setStep(ctx context.Context, name string, step int64) (*key, error) {
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
 	k := s.lookup(name)
 	if k == nil {
 		return nil, errNoSuchKey
@@ -504,15 +577,15 @@ func (s *Server) setStep(ctx context.Context, name string, step int64) (*key, er
 	if !ok {
 		return nil, errNotStepped
 	}
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if k.gone {
-		return nil, errNoSuchKey
-	}
-	if err := st.SetStep(ctx, step); err != nil {
+	if err := st.SetStep(ctx, step); err != nil { // a store call: no lock held
 		return nil, err
 	}
-	k.cfg.Step = step
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
+	if s.lookup(name) != k {
+		return nil, errNoSuchKey // deleted meanwhile
+	}
+	k.step.Store(step)
 	if !k.fromConfig {
 		if err := s.persist(ctx, s.table()); err != nil {
 			return nil, err
@@ -528,7 +601,9 @@ func (s *Server) persist(ctx context.Context, t map[string]*key) error {
 	out := map[string]KeyConfig{}
 	for n, k := range t {
 		if !k.fromConfig {
-			out[n] = k.cfg
+			c := k.cfg
+			c.Step = k.step.Load()
+			out[n] = c
 		}
 	}
 	return s.keystore.Save(ctx, out)
