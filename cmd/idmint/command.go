@@ -41,9 +41,12 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // run dispatches args to a subcommand and returns the exit status: 0 on
 // success, 2 on bad input, 1 on any other failure.
 func run(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		printHelp(e.stdout)
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -80,27 +83,70 @@ func printHelp(w io.Writer) {
 }
 
 // newFlags returns a flag set whose parse errors become usage errors naming
-// the flag and value, and whose usage text goes to stderr.
+// the flag and value. The flag package prints nothing itself: run prints the
+// error once, and -h prints the usage to stdout (asked-for help is output,
+// not a diagnostic).
 func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("idmint "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: idmint %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(e.stdout, "Usage: idmint %s %s\n", name, synopsis)
+		if hasFlags(fs) {
+			fmt.Fprintln(e.stdout, "\nFlags:")
+			printFlags(e.stdout, fs)
+		}
 	}
 	return fs
 }
 
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// printFlags is flag.PrintDefaults with the names spelt as the README
+// spells them (--layout) and backquotes in a usage left as they are:
+// PrintDefaults would take a backquoted word for the value's name and print
+// "-layout idmint layouts".
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		g := *f
+		g.Usage = strings.ReplaceAll(f.Usage, "`", "'")
+		arg, usage := flag.UnquoteUsage(&g)
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		line := "  " + dash + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch f.DefValue {
+		case "", "0", "false":
+		default:
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
 // parseFlags parses args, allowing flags after positional arguments
-// (`idmint decode 123 --layout twitter`), and returns the positionals.
+// (`idmint decode 123 --layout twitter`), and returns the positionals. -h
+// prints the usage to stdout and returns flag.ErrHelp.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				usage()
 				return nil, err
 			}
-			return nil, &usageError{strings.TrimSpace(err.Error())}
+			return nil, usagef("%s (run `%s -h` for the flags)", strings.TrimSpace(err.Error()), fs.Name())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -112,4 +158,17 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseNoArgs is parseFlags for a command that takes flags only: a stray
+// argument is an error, not silently ignored.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (%s takes flags only; run `%s -h`)", pos[0], fs.Name(), fs.Name())
+	}
+	return nil
 }
