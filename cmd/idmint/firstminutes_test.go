@@ -53,3 +53,24 @@ func TestVersionFlag(t *testing.T) {
 		}
 	}
 }
+
+// A stray argument is an error naming it, never silently ignored.
+func TestStrayArgumentsRefused(t *testing.T) {
+	t.Parallel()
+	cases := [][]string{
+		{"version", "now"},
+		{"layouts", "twitter"},
+		{"workers", "list"},
+		{"migrate", "up"},
+		{"gen", "uuid-v7", "5"},
+		{"gen", "snowflake", "--node", "worker=1", "3"},
+		{"gen", "timeid-member", "--member", "9", "x"},
+		{"sql", "instagram", "--schema", "s", "--shard", "1", "extra"},
+	}
+	for _, args := range cases {
+		code, out, errOut := runCLI(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, `unexpected argument "`+args[len(args)-1]+`"`) {
+			t.Errorf("%v: exit %d stdout %q stderr %q", args, code, out, errOut)
+		}
+	}
+}

@@ -43,7 +43,7 @@ func genText(ctx context.Context, e *env, format string, args []string) error {
 	fs := newFlags(e, "gen "+format, "[-n N] [--worker W]")
 	n := fs.Int("n", 1, "how many IDs to issue")
 	w := fs.Uint64("worker", 0, "worker ID (flake128: 48 bits, distinct per running generator)")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, maxGen); err != nil {
@@ -78,7 +78,7 @@ func genMember(ctx context.Context, e *env, format string, args []string) error 
 	n := fs.Int("n", 1, "how many IDs to issue")
 	member := fs.String("member", "", "member (user) ID the IDs belong to")
 	w := fs.Uint64("worker", 0, "worker ID (timeid-gene)")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, maxGen); err != nil {
@@ -142,7 +142,7 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing at or below this run's IDs (without --coordinator, or with static://, ip:// or mac://; the other coordinators record it themselves)")
 	shardKey := fs.String("shard-key", "", "derive the layout's shard field from this shard key (e.g. a user ID) with the keyed gene of env "+geneSecretEnv+", so one key's IDs land on one shard without revealing it (Instagram's layout)")
 	n := fs.Int("n", 1, "how many IDs to issue")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, maxGen); err != nil {

@@ -39,7 +39,7 @@ func genSegment(ctx context.Context, e *env, args []string) error {
 	store := fs.String("store", defaultStore, "segment store: sqlite:///path, postgres://..., mysql://..., redis://...")
 	step := fs.Int64("step", 1000, "step of a key created here")
 	n := fs.Int("n", 1, "how many IDs to issue")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, maxGen); err != nil {
@@ -68,7 +68,7 @@ func genTicket(ctx context.Context, e *env, args []string) error {
 	servers := fs.String("servers", "", "ticket servers in order (offsets 1, 2, ...): mysql://user:pass@host:3306/db or postgres://...")
 	step := fs.Int("step", 0, "N, the increment of every server (default: the number of servers)")
 	n := fs.Int("n", 1, "how many IDs to issue")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, 1_000_000); err != nil {
@@ -98,7 +98,7 @@ func genRedis(ctx context.Context, e *env, args []string) error {
 	key := fs.String("key", "idmint:order", "Redis key holding the counter")
 	marks := fs.String("marks", defaultStore, "SQL database keeping the durable high-water mark: sqlite:///path, postgres://..., mysql://...")
 	n := fs.Int("n", 1, "how many IDs to issue")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, maxGen); err != nil {

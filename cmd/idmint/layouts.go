@@ -16,7 +16,7 @@ func init() {
 func runLayouts(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "layouts", "[--spec]")
 	spec := fs.Bool("spec", false, "also print each layout as a spec usable with --layout")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	now := time.Now()

@@ -17,7 +17,7 @@ func init() {
 func runMigrate(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "migrate", "[--store URL]")
 	store := fs.String("store", "sqlite://"+filepath.Join("idmint-data", "segments.db"), "segment store: sqlite:///path, postgres://..., mysql://..., redis://...")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := stores.Migrate(ctx, *store); err != nil {

@@ -89,10 +89,10 @@ func ordernumIssue(ctx context.Context, e *env, args []string) error {
 	var o orderFlags
 	o.register(fs)
 	key := fs.String("key", "orders", "ID key whose sequence numbers are permuted (a segment key; with a date part one per day, NAME:YYYYMMDD)")
-	store := fs.String("store", "sqlite://"+filepath.Join("idmint-data", "segments.db"), "segment store the sequence comes from")
+	store := fs.String("store", defaultStore, "segment store the sequence comes from")
 	tz := fs.String("tz", "UTC", "time zone of the date part")
 	n := fs.Int("n", 1, "how many order numbers")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, 1_000_000); err != nil {

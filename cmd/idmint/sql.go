@@ -22,7 +22,7 @@ func runSQL(ctx context.Context, e *env, args []string) error {
 	seq := fs.String("sequence", "", "sequence name inside the schema (default table_id_seq)")
 	fn := fs.String("function", "", "function name inside the schema (default next_id)")
 	epoch := fs.Int64("epoch-ms", 0, "custom epoch in Unix milliseconds (default Instagram's 1314220021721)")
-	if _, err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseNoArgs(fs, args[1:]); err != nil {
 		return err
 	}
 	o := instagram.Options{Schema: *schema, Shard: *shard, Sequence: *seq, Function: *fn}

@@ -17,7 +17,7 @@ func init() {
 
 func runVersion(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "version", "")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	v := version

@@ -21,7 +21,7 @@ func runWorkers(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "workers", "[--coordinator URL] [--json]")
 	coord := fs.String("coordinator", "file://"+filepath.Join("idmint-data", "worker"), "coordinator URL: file:///path, etcd://host:2379/prefix?name=app, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path, static://N?horizon=FILE (the horizon file of a static, ip or mac coordinator)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	a, err := worker.Open(ctx, *coord)
