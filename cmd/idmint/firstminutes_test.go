@@ -13,7 +13,7 @@ import (
 // ("-layout idmint layouts").
 func TestHelpOnStdout(t *testing.T) {
 	t.Parallel()
-	cmds := [][]string{{"decode", "-h"}, {"layouts", "-h"}, {"workers", "--help"}, {"version", "-h"},
+	cmds := [][]string{{"decode", "-h"}, {"layouts", "-h"}, {"workers", "--help"}, {"version", "-h"}, {"sql", "-h"},
 		{"sql", "instagram", "-h"}, {"gen", "snowflake", "-h"}, {"gen", "uuid-v7", "-h"}, {"migrate", "-h"},
 		{"ordernum", "-h"}, {"analyze", "-h"}, {"serve", "-h"}}
 	lifted := regexp.MustCompile(`(?m)^\s+-+[a-z-]+ idmint`)

@@ -13,6 +13,11 @@ func init() {
 }
 
 func runSQL(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		fmt.Fprintln(e.stdout, "Usage: idmint sql instagram --schema NAME --shard N [flags]\n\n"+
+			"Prints the PL/pgSQL of Instagram's in-database IDs for one shard.\nRun `idmint sql instagram -h` for the flags.")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "instagram" {
 		return usagef("want `idmint sql instagram --schema NAME --shard N` (the only in-database generator)")
 	}
