@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -72,5 +74,36 @@ func TestStrayArgumentsRefused(t *testing.T) {
 		if code != 2 || out != "" || !strings.Contains(errOut, `unexpected argument "`+args[len(args)-1]+`"`) {
 			t.Errorf("%v: exit %d stdout %q stderr %q", args, code, out, errOut)
 		}
+	}
+}
+
+// `idmint workers` with its default reads ./idmint-data/worker, where a
+// zero-config `idmint serve` keeps its worker ID (a file:// URL must be
+// absolute, so a relative default failed with its own error).
+func TestWorkersDefaultCoordinator(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if code, out, errOut := runCLI(t, "workers"); code != 0 || !strings.Contains(out, "no worker IDs") {
+		t.Fatalf("workers in an empty directory: exit %d\n%s%s", code, out, errOut)
+	}
+	url := "file://" + filepath.Join(dir, "idmint-data", "worker")
+	if code, _, errOut := runCLI(t, "gen", "snowflake", "--layout", "leaf", "--coordinator", url, "-n", "3"); code != 0 {
+		t.Fatalf("gen: %s", errOut)
+	}
+	code, out, errOut := runCLI(t, "workers")
+	if code != 0 || !strings.Contains(out, "GENERATION") || strings.Contains(out, "no worker IDs") {
+		t.Fatalf("workers after a lease: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// `idmint migrate` with its default store creates ./idmint-data first.
+func TestMigrateDefaultStore(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if code, out, errOut := runCLI(t, "migrate"); code != 0 || !strings.Contains(out, "migrated") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "idmint-data", "segments.db")); err != nil {
+		t.Fatal(err)
 	}
 }

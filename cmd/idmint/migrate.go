@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/idmint/idmint/segment/stores"
 	"github.com/idmint/idmint/sqldb"
@@ -16,8 +15,11 @@ func init() {
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "migrate", "[--store URL]")
-	store := fs.String("store", "sqlite://"+filepath.Join("idmint-data", "segments.db"), "segment store: sqlite:///path, postgres://..., mysql://..., redis://...")
+	store := fs.String("store", defaultStore, "segment store: sqlite:///path, postgres://..., mysql://..., redis://...")
 	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if err := ensureSQLiteDir(*store); err != nil {
 		return err
 	}
 	if err := stores.Migrate(ctx, *store); err != nil {

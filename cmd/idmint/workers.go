@@ -19,10 +19,19 @@ func init() {
 
 func runWorkers(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "workers", "[--coordinator URL] [--json]")
-	coord := fs.String("coordinator", "file://"+filepath.Join("idmint-data", "worker"), "coordinator URL: file:///path, etcd://host:2379/prefix?name=app, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path, static://N?horizon=FILE (the horizon file of a static, ip or mac coordinator)")
+	coord := fs.String("coordinator", "", "coordinator URL (default: the file coordinator of ./idmint-data, where a zero-config idmint serve keeps its worker ID): file:///path, etcd://host:2379/prefix?name=app, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path, static://N?horizon=FILE (the horizon file of a static, ip or mac coordinator)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
+	}
+	if *coord == "" {
+		// A file:// URL takes an absolute path only, so the default is
+		// resolved against the working directory here.
+		abs, err := filepath.Abs(filepath.Join("idmint-data", "worker"))
+		if err != nil {
+			return err
+		}
+		*coord = "file://" + filepath.ToSlash(abs)
 	}
 	a, err := worker.Open(ctx, *coord)
 	if err != nil {
