@@ -97,7 +97,7 @@ func TestGenHorizonFile(t *testing.T) {
 	path := t.TempDir() + "/horizon"
 	var last int64
 	for run := 0; run < 2; run++ {
-		code, out, errOut := runCLI(t, "gen", "snowflake", "--node", "worker=1,datacenter=1", "--horizon", path, "-n", "10")
+		code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "worker=1,datacenter=1", "--horizon", path, "-n", "10")
 		if code != 0 {
 			t.Fatalf("run %d: exit %d: %s", run, code, errOut)
 		}
@@ -122,8 +122,9 @@ func TestBadInputExits2(t *testing.T) {
 		{[]string{"gen", "rocket"}, `"rocket"`},
 		{[]string{"gen", "snowflake", "--node", "worker=3,datacenter=1", "-n", "0"}, "-n: 0"},
 		{[]string{"gen", "snowflake", "--node", "worker=3,datacenter=1", "-n", "x"}, `"x"`},
-		{[]string{"gen", "snowflake", "--node", "worker=32,datacenter=1"}, "32"},
-		{[]string{"gen", "snowflake", "--node", "worker=1"}, "datacenter"},
+		{[]string{"gen", "snowflake", "--layout", "twitter", "--node", "worker=32,datacenter=1"}, "32"},
+		{[]string{"gen", "snowflake", "--layout", "twitter", "--node", "worker=1"}, "datacenter"},
+		{[]string{"gen", "snowflake", "--node", "worker=1024"}, "1024"},
 		{[]string{"gen", "snowflake", "--layout", "nosuch"}, "nosuch"},
 		{[]string{"gen", "snowflake", "--layout", "baidu", "--node", "worker=1"}, "baidu"},
 		{[]string{"gen", "snowflake", "--node", "worker=a"}, "worker"},
@@ -186,7 +187,7 @@ func TestGenCoordinatorFileRestart(t *testing.T) {
 	url := "file://" + t.TempDir() + "/worker"
 	var last int64
 	for run := 0; run < 3; run++ {
-		code, out, errOut := runCLI(t, "gen", "snowflake", "--node", "datacenter=1", "--coordinator", url, "-n", "100")
+		code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "datacenter=1", "--coordinator", url, "-n", "100")
 		if code != 0 {
 			t.Fatalf("run %d: exit %d: %s", run, code, errOut)
 		}

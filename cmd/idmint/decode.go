@@ -36,8 +36,9 @@ func (d decoded) MarshalJSON() ([]byte, error) {
 func runDecode(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "decode", "<id>... [--layout NAME|SPEC] [--format NAME] [--json]\n\n"+
 		"A snowflake ID is decimal or its friendly form YYYYMMDDhhmmssSSS-<node fields>-<seq> (UTC),\n"+
-		"e.g. 20261201095959123-1-3-17 for twitter; both read with --layout (default twitter).")
-	layoutText := fs.String("layout", "", "snowflake layout decimal IDs were issued with (see `idmint layouts`; default twitter)")
+		"e.g. 20261201095959123-40-17 for leaf; both read with --layout (default "+defaultLayout+", the layout\n"+
+		"idmint serve and idmint gen issue; give --layout twitter, discord... for IDs from elsewhere).")
+	layoutText := fs.String("layout", "", "snowflake layout the IDs were issued with (see `idmint layouts`; default "+defaultLayout+", what idmint issues)")
 	format := fs.String("format", "", "the ID's format when it cannot be told by its shape: snowflake, "+strings.Join(idformat.Formats(), ", "))
 	asJSON := fs.Bool("json", false, "print one JSON object per ID")
 	ids, err := parseFlags(fs, args)
@@ -49,7 +50,7 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 	}
 	lt := *layoutText
 	if lt == "" {
-		lt = "twitter"
+		lt = defaultLayout
 	}
 	layout, err := snowflake.ParseLayout(lt)
 	if err != nil {
@@ -81,6 +82,9 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s (%s)\n", d.ID, d.Format)
 		for _, p := range d.Parts {
 			fmt.Fprintf(e.stdout, "  %-10s %s\n", p.Key, p.Value)
+		}
+		if *layoutText == "" && strings.HasPrefix(d.Format, "snowflake/") {
+			fmt.Fprintf(e.stdout, "  %-10s layout %s assumed (what idmint issues); for an ID from elsewhere give --layout (twitter, discord...: `idmint layouts`)\n", "note", defaultLayout)
 		}
 	}
 	return nil

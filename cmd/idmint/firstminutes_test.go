@@ -107,3 +107,38 @@ func TestMigrateDefaultStore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// gen and decode default to the layout idmint serve issues (leaf), so an
+// ID idmint issued decodes as itself: worker 40 is worker 40, not
+// "datacenter 1, worker 8" under Twitter's split of the same 10 bits. gen
+// without --node says what --node needs.
+func TestDefaultLayoutDecodesWhatIdmintIssues(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "gen", "snowflake", "-n", "3")
+	if code != 2 || out != "" || !strings.Contains(errOut, "flag --node: missing") || !strings.Contains(errOut, "worker=0..1023") {
+		t.Fatalf("gen snowflake without --node: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "gen", "snowflake", "--layout", "twitter")
+	if code != 2 || !strings.Contains(errOut, "datacenter=0..31,worker=0..31") {
+		t.Fatalf("gen --layout twitter without --node: exit %d stderr %q", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "gen", "snowflake", "--node", "worker=40")
+	if code != 0 {
+		t.Fatalf("gen: exit %d %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	code, out, errOut = runCLI(t, "decode", id)
+	if code != 0 || !strings.Contains(out, "(snowflake/leaf)") || !strings.Contains(out, "worker     40\n") ||
+		strings.Contains(out, "datacenter") || !strings.Contains(out, "layout leaf assumed") {
+		t.Fatalf("decode %s: exit %d\n%s%s", id, code, out, errOut)
+	}
+	// Meituan Leaf's own ID (snowflake/builtin_test.go): worker 378.
+	code, out, _ = runCLI(t, "decode", "1541815603606036480")
+	if code != 0 || !strings.Contains(out, "worker     378\n") {
+		t.Fatalf("decode of a Leaf ID:\n%s", out)
+	}
+	// With --layout given, nothing is assumed.
+	if _, out, _ = runCLI(t, "decode", "--layout", "twitter", "1050118621198921728"); strings.Contains(out, "assumed") {
+		t.Fatalf("--layout given, yet:\n%s", out)
+	}
+}

@@ -28,10 +28,7 @@ func TestDecodeFriendly(t *testing.T) {
 		if m["friendly"] != c.friendly || !strings.HasPrefix(m["js_safe"], c.js) {
 			t.Fatalf("decode %s: friendly %q js_safe %q; want %q, %q", c.id, m["friendly"], m["js_safe"], c.friendly, c.js)
 		}
-		args := []string{"decode", "--json", c.friendly}
-		if c.layout != "twitter" {
-			args = append(args, "--layout", c.layout)
-		}
+		args := []string{"decode", "--json", c.friendly, "--layout", c.layout}
 		code, back, errOut := runCLI(t, args...)
 		if code != 0 || back != out {
 			t.Fatalf("decode %s: exit %d %s\n got %s\nwant %s", c.friendly, code, errOut, back, out)

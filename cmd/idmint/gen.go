@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/idmint/idmint/gene"
 	"github.com/idmint/idmint/idformat"
 	"github.com/idmint/idmint/node"
+	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/snowflake"
 	"github.com/idmint/idmint/worker"
 )
@@ -136,8 +138,8 @@ const maxGen = 10_000_000
 
 func genSnowflake(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "gen snowflake", "[--layout NAME|SPEC] [--node name=v,...] [--coordinator URL] [--horizon FILE] [-n N]")
-	layoutText := fs.String("layout", "twitter", "built-in layout name (see `idmint layouts`) or a spec such as time=41:1ms,worker=10,seq=12,epoch=2010-11-04T01:42:54.657Z")
-	nodeText := fs.String("node", "", "node field values, e.g. datacenter=1,worker=3 (every node field of the layout must be set, unless --coordinator assigns the worker)")
+	layoutText := fs.String("layout", defaultLayout, "built-in layout name (see `idmint layouts`) or a spec such as time=41:1ms,worker=10,seq=12,epoch=2010-11-04T01:42:54.657Z")
+	nodeText := fs.String("node", "", "node field values, e.g. worker=3 (leaf), datacenter=1,worker=3 (twitter); every node field of the layout must be set, unless --coordinator assigns the worker")
 	coord := fs.String("coordinator", "", "lease the worker ID from a coordinator: file:///path, etcd://host:2379/prefix, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path, static://N, ip://, mac://")
 	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing at or below this run's IDs (without --coordinator, or with static://, ip:// or mac://; the other coordinators record it themselves)")
 	shardKey := fs.String("shard-key", "", "derive the layout's shard field from this shard key (e.g. a user ID) with the keyed gene of env "+geneSecretEnv+", so one key's IDs land on one shard without revealing it (Instagram's layout)")
@@ -156,6 +158,10 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("flag --node: %v", err)
 	}
+	if *nodeText == "" && *coord == "" && *shardKey == "" && len(layout.NodeFields()) > 0 {
+		return usagef("flag --node: missing: layout %s needs %s (e.g. --node %s), or --coordinator to lease a worker ID that no other generator holds",
+			layout.Name(), nodeRanges(layout), nodeExample(layout))
+	}
 	if *shardKey != "" {
 		if err := shardFromGene(e, layout, nodeVals, *shardKey); err != nil {
 			return err
@@ -169,6 +175,9 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 		}
 		nd, err := node.New(ctx, node.Config{Layout: layout, Coordinator: *coord, Node: nodeVals, Worker: wopts})
 		if err != nil {
+			if errors.Is(err, snowflake.ErrInvalidNode) {
+				return usagef("flag --node: %v", err)
+			}
 			return err
 		}
 		defer nd.Close()
@@ -180,12 +189,38 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 		}
 		g, err := snowflake.New(layout, s)
 		if err != nil {
+			if errors.Is(err, snowflake.ErrInvalidNode) {
+				return usagef("flag --node: %v", err)
+			}
 			return usagef("%v", err)
 		}
 		defer g.Close()
 		next = g.NextN
 	}
 	return writeInt64s(ctx, e, *n, next)
+}
+
+// defaultLayout is the layout gen and decode use without --layout: the one
+// idmint serve issues, so that what idmint issues decodes as itself.
+const defaultLayout = strategies.DefaultLayout
+
+// nodeRanges lists a layout's node fields with their ranges:
+// "datacenter=0..31,worker=0..31".
+func nodeRanges(l snowflake.Layout) string {
+	var parts []string
+	for _, f := range l.NodeFields() {
+		parts = append(parts, fmt.Sprintf("%s=0..%d", f.Name, int64(1)<<f.Bits-1))
+	}
+	return strings.Join(parts, ",")
+}
+
+// nodeExample is a --node value for a layout: every field 1.
+func nodeExample(l snowflake.Layout) string {
+	var parts []string
+	for _, f := range l.NodeFields() {
+		parts = append(parts, f.Name+"=1")
+	}
+	return strings.Join(parts, ",")
 }
 
 // coordinatorHorizon returns the worker options that put the horizon of a

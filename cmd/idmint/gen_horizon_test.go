@@ -22,7 +22,7 @@ func TestGenStaticCoordinatorHorizon(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "static.horizon")
 	var last int64
 	for run := range 2 {
-		code, out, errOut := runCLI(t, "gen", "snowflake", "--coordinator", "static://3", "--horizon", path,
+		code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--coordinator", "static://3", "--horizon", path,
 			"--node", "datacenter=1", "-n", "100")
 		if code != 0 {
 			t.Fatalf("run %d: exit %d: %s", run, code, errOut)

@@ -8,7 +8,7 @@ import (
 func TestWorkersList(t *testing.T) {
 	t.Parallel()
 	url := "sqlite://" + t.TempDir() + "/workers.db"
-	if code, _, errOut := runCLI(t, "gen", "snowflake", "--node", "datacenter=2", "--coordinator", url, "-n", "5"); code != 0 {
+	if code, _, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "datacenter=2", "--coordinator", url, "-n", "5"); code != 0 {
 		t.Fatalf("gen: exit %d: %s", code, errOut)
 	}
 	code, out, errOut := runCLI(t, "workers", "--coordinator", url)
