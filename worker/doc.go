@@ -32,6 +32,7 @@
 //	sqlite:///f.db postgres:// mysql:// uid-generator's WORKER_NODE, stale rows recycled
 //	ip://?horizon=/path/f              low 16 bits of a private IPv4 (Sonyflake)
 //	mac://?horizon=/path/f             the 48-bit MAC address (128-bit flakes)
+//	k8s://?horizon=/path/f             a StatefulSet pod's ordinal (CosId); see NewStatefulSet
 //
 // static, ip and mac have no coordinator to keep the time horizon in: they
 // keep it in the file horizon= names (idmint serve puts one in its data

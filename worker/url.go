@@ -21,8 +21,9 @@ import (
 //	postgres://user@host/db   mysql://user@tcp(host:3306)/db
 //	ip://  ip://10.0.0.7                        low 16 bits of the (private) IPv4
 //	mac:// mac://02:00:00:00:00:01              the 48-bit MAC
+//	k8s:// k8s://idmint-2 k8s://?env=POD_ORDINAL  StatefulSet ordinal (+offset=N)
 //
-// static, ip and mac need horizon, the file their time horizon is kept in
+// static, ip, mac and k8s need horizon, the file their time horizon is kept in
 // (WithHorizonFile); horizon=memory (WithMemoryHorizon) keeps it in memory
 // only, accepting that a restart with the clock set back can repeat IDs.
 // Without either, Acquire refuses and says how to supply one.
@@ -45,7 +46,7 @@ type opener func(ctx context.Context) (Assigner, error)
 func parseURL(rawURL string, opts []Option) (opener, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
-		return nil, fmt.Errorf("%w: %q has no scheme (want static://, file://, etcd://, zk://, sqlite://, postgres://, mysql://, ip:// or mac://)", ErrBadURL, rawURL)
+		return nil, fmt.Errorf("%w: %q has no scheme (want static://, file://, etcd://, zk://, sqlite://, postgres://, mysql://, ip://, mac:// or k8s://)", ErrBadURL, rawURL)
 	}
 	scheme = strings.ToLower(scheme)
 	switch scheme {
@@ -79,6 +80,8 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 			mac = m
 		}
 		return func(context.Context) (Assigner, error) { return NewMAC(mac, opts...) }, nil
+	case "k8s":
+		return parseK8s(rest, opts)
 	case "sqlite", "sqlite3", "postgres", "postgresql", "mysql":
 		return func(ctx context.Context) (Assigner, error) { return openSQL(ctx, rawURL, opts) }, nil
 	}
@@ -150,13 +153,62 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		endpoint := q.Get("endpoint")
 		return func(ctx context.Context) (Assigner, error) { return NewZooKeeper(ctx, eps, root, endpoint, opts...) }, nil
 	}
-	return nil, fmt.Errorf("%w: scheme %q is not one of static, file, etcd, zk, sqlite, postgres, mysql, ip, mac", ErrBadURL, scheme)
+	return nil, fmt.Errorf("%w: scheme %q is not one of static, file, etcd, zk, sqlite, postgres, mysql, ip, mac, k8s", ErrBadURL, scheme)
 }
 
-// fixedOptions is queryOptions for static, ip and mac, which also take
-// horizon=FILE.
-func fixedOptions(scheme string, q url.Values, opts []Option) ([]Option, error) {
-	out, err := queryOptions(scheme, q, opts, []string{"horizon"})
+// parseK8s parses the rest of k8s://[POD][?env=VAR&offset=N&horizon=FILE]
+// (NewStatefulSet); the pod name is resolved when the opener runs.
+func parseK8s(rest string, opts []Option) (opener, error) {
+	host, query, _ := strings.Cut(rest, "?")
+	host = strings.TrimSuffix(host, "/")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("%w: k8s url query %q: %v", ErrBadURL, query, err)
+	}
+	if opts, err = fixedOptions("k8s", q, opts, "env", "offset"); err != nil {
+		return nil, err
+	}
+	env := q.Get("env")
+	if _, ok := q["env"]; ok && !envName(env) {
+		return nil, fmt.Errorf("%w: k8s url: env %q is not an environment variable name (want env=POD_ORDINAL)", ErrBadURL, env)
+	}
+	if host != "" && env != "" {
+		return nil, fmt.Errorf("%w: k8s url: pod %q and env %q both given; want one", ErrBadURL, host, env)
+	}
+	if host != "" {
+		if _, err := podOrdinal(host); err != nil {
+			return nil, err
+		}
+	}
+	offset := int64(0)
+	if v, ok := q["offset"]; ok {
+		if offset, err = strconv.ParseInt(v[len(v)-1], 10, 64); err != nil || offset < 0 || offset > maxOrdinal {
+			return nil, fmt.Errorf("%w: k8s url: offset %q is not an integer between 0 and %d", ErrBadURL, v[len(v)-1], maxOrdinal)
+		}
+	}
+	return func(context.Context) (Assigner, error) {
+		pod, err := statefulSetPod(host, env)
+		if err != nil {
+			return nil, err
+		}
+		return NewStatefulSet(pod, offset, opts...)
+	}, nil
+}
+
+// envName reports whether s is a portable environment variable name.
+func envName(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// fixedOptions is queryOptions for static, ip, mac and k8s, which also
+// take horizon=FILE (and the parameters extra names).
+func fixedOptions(scheme string, q url.Values, opts []Option, extra ...string) ([]Option, error) {
+	out, err := queryOptions(scheme, q, opts, append([]string{"horizon"}, extra...))
 	if err != nil {
 		return nil, err
 	}

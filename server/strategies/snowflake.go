@@ -124,7 +124,7 @@ func coordinatorFor(base, dataDir, layoutName, nodeKey string) string {
 	}
 	scheme, _, _ := strings.Cut(base, "://")
 	switch scheme = strings.ToLower(scheme); scheme {
-	case "static", "ip", "mac":
+	case "static", "ip", "mac", "k8s":
 		_, query, hasQuery := strings.Cut(base, "?")
 		if q, err := url.ParseQuery(query); err != nil || q.Has("horizon") {
 			return base // worker.Open names a bad query

@@ -1,0 +1,64 @@
+package strategies
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/snowflake"
+)
+
+// TestK8sCoordinatorHorizonInDataDir: a server on k8s:// (the pod's
+// ordinal) issues snowflake IDs with that ordinal as the worker ID and
+// keeps their time horizon in the data directory, the pod's volume, as it
+// does for static://.
+func TestK8sCoordinatorHorizonInDataDir(t *testing.T) {
+	dir := t.TempDir()
+	reg := server.NewRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &server.Config{DataDir: dir, Coordinator: "k8s://idmint-2?offset=5", Stores: map[string]string{},
+		Keys: map[string]server.KeyConfig{"snowflake": {Strategy: "snowflake"}}}
+	cfg.SetDefaults()
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("server on k8s://: %v", err)
+	}
+	defer s.Close(context.Background())
+	code, body := get(t, s.Handler(), "GET", "/v1/keys/snowflake/ids?count=20", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET ids: %d %s", code, body)
+	}
+	var b struct{ IDs []string }
+	if err := json.Unmarshal([]byte(body), &b); err != nil || len(b.IDs) != 20 {
+		t.Fatalf("%s: %v", body, err)
+	}
+	layout, _ := snowflake.Lookup(DefaultLayout)
+	seen := map[string]bool{}
+	for _, v := range b.IDs {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := snowflake.Decode(layout, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Node["worker"] != 7 || seen[v] {
+			t.Fatalf("ID %s: worker %d (want ordinal 2 + offset 5), repeat %v", v, p.Node["worker"], seen[v])
+		}
+		seen[v] = true
+	}
+	if _, err := os.Stat(filepath.Join(dir, "worker-k8s.horizon")); err != nil {
+		t.Fatalf("the pod's horizon file in the data directory: %v", err)
+	}
+}
