@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -140,5 +142,65 @@ func TestDefaultLayoutDecodesWhatIdmintIssues(t *testing.T) {
 	// With --layout given, nothing is assumed.
 	if _, out, _ = runCLI(t, "decode", "--layout", "twitter", "1050118621198921728"); strings.Contains(out, "assumed") {
 		t.Fatalf("--layout given, yet:\n%s", out)
+	}
+}
+
+// gen --json prints one object with every ID as a string, for every kind,
+// and the IDs are the ones the line output would carry.
+func TestGenJSON(t *testing.T) {
+	t.Parallel()
+	store := "sqlite://" + filepath.Join(t.TempDir(), "s.db")
+	for _, args := range [][]string{
+		{"gen", "snowflake", "--node", "worker=5", "-n", "5000"},
+		{"gen", "uuid-v7", "-n", "3"},
+		{"gen", "flake128", "--worker", "7", "-n", "2"},
+		{"gen", "timeid-member", "--member", "42", "-n", "2"},
+		{"gen", "segment", "--store", store, "-n", "3"},
+	} {
+		code, out, errOut := runCLI(t, append(args, "--json")...)
+		if code != 0 {
+			t.Fatalf("%v --json: exit %d %s", args, code, errOut)
+		}
+		var got struct {
+			Kind string   `json:"kind"`
+			IDs  []string `json:"ids"`
+		}
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil {
+			t.Fatalf("%v --json: not one JSON object: %v\n%.300s", args, err, out)
+		}
+		n, _ := strconv.Atoi(args[len(args)-1])
+		seen := map[string]bool{}
+		for _, id := range got.IDs {
+			if id == "" || seen[id] {
+				t.Fatalf("%v --json: empty or repeated ID %q", args, id)
+			}
+			seen[id] = true
+		}
+		if got.Kind != args[1] || len(seen) != n {
+			t.Fatalf("%v --json: kind %q, %d IDs; want %q, %d", args, got.Kind, len(seen), args[1], n)
+		}
+		if args[1] == "segment" && strings.Join(got.IDs, ",") != "1,2,3" {
+			t.Fatalf("segment --json: %v, want the first three", got.IDs)
+		}
+	}
+}
+
+// A flag a kind does not use is refused, not ignored: only flake128 and
+// timeid-gene have a worker, and flake128 needs one chosen.
+func TestGenFlagsThatDoNotApply(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"gen", "uuid-v7", "--worker", "3"},
+		{"gen", "ulid", "--worker", "3"},
+		{"gen", "timeid-member", "--member", "1", "--worker", "3"},
+	} {
+		if code, _, errOut := runCLI(t, args...); code != 2 || !strings.Contains(errOut, "-worker") {
+			t.Errorf("%v: exit %d %q; want 2 naming -worker", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, "gen", "flake128"); code != 2 || !strings.Contains(errOut, "flag --worker: missing") {
+		t.Errorf("gen flake128 without --worker: exit %d %q", code, errOut)
 	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"strconv"
@@ -42,23 +45,39 @@ const geneSecretEnv = "IDMINT_GENE_SECRET"
 
 // genText issues IDs of the UUID family, 128-bit flakes and time+random.
 func genText(ctx context.Context, e *env, format string, args []string) error {
-	fs := newFlags(e, "gen "+format, "[-n N] [--worker W]")
+	synopsis, w := "[-n N] [--json]", new(uint64)
+	fs := newFlags(e, "gen "+format, synopsis)
+	if format == idformat.Flake128 {
+		// Only flake128 has a worker; the other formats refuse --worker
+		// rather than ignore it.
+		fs = newFlags(e, "gen "+format, "--worker W [-n N] [--json]")
+		w = fs.Uint64("worker", 0, "48-bit worker ID, distinct per running generator (a leased ID or the machine's MAC address)")
+	}
 	n := fs.Int("n", 1, "how many IDs to issue")
-	w := fs.Uint64("worker", 0, "worker ID (flake128: 48 bits, distinct per running generator)")
+	asJSON := jsonFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := countFlag(*n, maxGen); err != nil {
 		return err
 	}
+	if format == idformat.Flake128 && !flagSet(fs, "worker") {
+		return usagef("flag --worker: missing: flake128 needs a 48-bit worker ID no other running generator uses (e.g. --worker 1)")
+	}
 	g, err := idformat.NewGenerator(format, idformat.GenSettings{Worker: *w})
 	if err != nil {
 		return usagef("%v", err)
 	}
+	return withJSON(e, format, *asJSON, func(e *env) error { return writeTexts(ctx, e, *n, g) })
+}
+
+// writeTexts issues n IDs from g and prints one per line.
+func writeTexts(ctx context.Context, e *env, n int, g idformat.Generator) error {
 	out := make([]byte, 0, 64*1024)
-	for i := 0; i < *n; i++ {
+	for i := 0; i < n; i++ {
 		id, err := g.Next(ctx)
 		if err != nil {
+			e.stdout.Write(out)
 			return err
 		}
 		out = append(append(out, id...), '\n')
@@ -69,17 +88,22 @@ func genText(ctx context.Context, e *env, format string, args []string) error {
 			out = out[:0]
 		}
 	}
-	_, err = e.stdout.Write(out)
+	_, err := e.stdout.Write(out)
 	return err
 }
 
 // genMember issues IDs derived from a member ID (timeid-member leaks it;
 // timeid-gene hides it behind a keyed gene).
 func genMember(ctx context.Context, e *env, format string, args []string) error {
-	fs := newFlags(e, "gen "+format, "--member ID [-n N] [--worker W]")
+	fs := newFlags(e, "gen "+format, "--member ID [-n N] [--json]")
+	w := new(uint64)
+	if format == "timeid-gene" {
+		fs = newFlags(e, "gen "+format, "--member ID [--worker W] [-n N] [--json]")
+		w = fs.Uint64("worker", 0, "worker ID (4 bits by default), distinct per running generator")
+	}
 	n := fs.Int("n", 1, "how many IDs to issue")
 	member := fs.String("member", "", "member (user) ID the IDs belong to")
-	w := fs.Uint64("worker", 0, "worker ID (timeid-gene)")
+	asJSON := jsonFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -101,14 +125,16 @@ func genMember(ctx context.Context, e *env, format string, args []string) error 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	for i := 0; i < *n; i++ {
-		id, err := g.NextFor(ctx, *member)
-		if err != nil {
-			return usagef("flag --member: %v", err)
+	return withJSON(e, format, *asJSON, func(e *env) error {
+		for i := 0; i < *n; i++ {
+			id, err := g.NextFor(ctx, *member)
+			if err != nil {
+				return usagef("flag --member: %v", err)
+			}
+			fmt.Fprintln(e.stdout, id)
 		}
-		fmt.Fprintln(e.stdout, id)
-	}
-	return nil
+		return nil
+	})
 }
 
 func runGen(ctx context.Context, e *env, args []string) error {
@@ -137,13 +163,14 @@ func countFlag(n, max int) error {
 const maxGen = 10_000_000
 
 func genSnowflake(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "gen snowflake", "[--layout NAME|SPEC] [--node name=v,...] [--coordinator URL] [--horizon FILE] [-n N]")
+	fs := newFlags(e, "gen snowflake", "[--layout NAME|SPEC] [--node name=v,...] [--coordinator URL] [--horizon FILE] [-n N] [--json]")
 	layoutText := fs.String("layout", defaultLayout, "built-in layout name (see `idmint layouts`) or a spec such as time=41:1ms,worker=10,seq=12,epoch=2010-11-04T01:42:54.657Z")
 	nodeText := fs.String("node", "", "node field values, e.g. worker=3 (leaf), datacenter=1,worker=3 (twitter); every node field of the layout must be set, unless --coordinator assigns the worker")
 	coord := fs.String("coordinator", "", "lease the worker ID from a coordinator: file:///path, etcd://host:2379/prefix, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path, static://N, ip://, mac://")
 	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing at or below this run's IDs (without --coordinator, or with static://, ip:// or mac://; the other coordinators record it themselves)")
 	shardKey := fs.String("shard-key", "", "derive the layout's shard field from this shard key (e.g. a user ID) with the keyed gene of env "+geneSecretEnv+", so one key's IDs land on one shard without revealing it (Instagram's layout)")
 	n := fs.Int("n", 1, "how many IDs to issue")
+	asJSON := jsonFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -197,7 +224,7 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 		defer g.Close()
 		next = g.NextN
 	}
-	return writeInt64s(ctx, e, *n, next)
+	return withJSON(e, "snowflake", *asJSON, func(e *env) error { return writeInt64s(ctx, e, *n, next) })
 }
 
 // defaultLayout is the layout gen and decode use without --layout: the one
@@ -293,6 +320,86 @@ func writeInt64s(ctx context.Context, e *env, n int, next func(context.Context, 
 		n -= got
 	}
 	_, err := e.stdout.Write(out)
+	return err
+}
+
+// jsonFlag registers a gen kind's --json flag.
+func jsonFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("json", false, `print {"kind":KIND,"ids":["ID",...]}, every ID a string (JavaScript loses precision above 2^53)`)
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// withJSON runs body with stdout turned, when asJSON, from one ID per line
+// into one JSON object holding them all. The object is closed even when body
+// fails, so stdout holds valid JSON of the IDs issued before the error.
+func withJSON(e *env, kind string, asJSON bool, body func(e *env) error) error {
+	if !asJSON {
+		return body(e)
+	}
+	jw := &jsonIDs{w: e.stdout}
+	jw.buf = append(jw.buf, `{"kind":`...)
+	jw.buf = strconv.AppendQuote(jw.buf, kind)
+	jw.buf = append(jw.buf, `,"ids":[`...)
+	je := *e
+	je.stdout = jw
+	err := body(&je)
+	if cerr := jw.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// jsonIDs is an io.Writer that takes IDs one per line and writes them as
+// the elements of a JSON array of strings.
+type jsonIDs struct {
+	w       io.Writer
+	buf     []byte
+	partial []byte // a line not yet ended
+	n       int
+}
+
+func (j *jsonIDs) Write(p []byte) (int, error) {
+	rest := p
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			j.partial = append(j.partial, rest...)
+			break
+		}
+		line := rest[:i]
+		if len(j.partial) > 0 {
+			line = append(j.partial, line...)
+			j.partial = j.partial[:0]
+		}
+		if j.n > 0 {
+			j.buf = append(j.buf, ',')
+		}
+		j.n++
+		// IDs are printable ASCII, where Go's quoting is JSON's.
+		j.buf = strconv.AppendQuote(j.buf, string(line))
+		rest = rest[i+1:]
+	}
+	if len(j.buf) > 48*1024 {
+		if _, err := j.w.Write(j.buf); err != nil {
+			return 0, err
+		}
+		j.buf = j.buf[:0]
+	}
+	return len(p), nil
+}
+
+func (j *jsonIDs) close() error {
+	if len(j.partial) > 0 {
+		j.Write([]byte{'\n'})
+	}
+	j.buf = append(j.buf, "]}\n"...)
+	_, err := j.w.Write(j.buf)
 	return err
 }
 

@@ -34,11 +34,12 @@ func ensureSQLiteDir(url string) error {
 }
 
 func genSegment(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "gen segment", "[--key NAME] [--store URL] [--step N] [-n N]")
+	fs := newFlags(e, "gen segment", "[--key NAME] [--store URL] [--step N] [-n N] [--json]")
 	key := fs.String("key", "order", "segment key (Leaf's biz_tag); created on first use")
 	store := fs.String("store", defaultStore, "segment store: sqlite:///path, postgres://..., mysql://..., redis://...")
 	step := fs.Int64("step", 1000, "step of a key created here")
 	n := fs.Int("n", 1, "how many IDs to issue")
+	asJSON := jsonFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -60,14 +61,15 @@ func genSegment(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeInt64s(ctx, e, *n, k.NextN)
+	return withJSON(e, "segment", *asJSON, func(e *env) error { return writeInt64s(ctx, e, *n, k.NextN) })
 }
 
 func genTicket(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "gen ticket", "--servers URL[,URL...] [--step N] [-n N]")
+	fs := newFlags(e, "gen ticket", "--servers URL[,URL...] [--step N] [-n N] [--json]")
 	servers := fs.String("servers", "", "ticket servers in order (offsets 1, 2, ...): mysql://user:pass@host:3306/db or postgres://...")
 	step := fs.Int("step", 0, "N, the increment of every server (default: the number of servers)")
 	n := fs.Int("n", 1, "how many IDs to issue")
+	asJSON := jsonFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -87,17 +89,16 @@ func genTicket(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer t.Close()
-	return writeInt64s(ctx, e, *n, func(ctx context.Context, dst []int64) (int, error) {
-		return t.NextN(ctx, dst)
-	})
+	return withJSON(e, "ticket", *asJSON, func(e *env) error { return writeInt64s(ctx, e, *n, t.NextN) })
 }
 
 func genRedis(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "gen redis", "--redis URL [--key NAME] [--marks URL] [-n N]")
+	fs := newFlags(e, "gen redis", "--redis URL [--key NAME] [--marks URL] [-n N] [--json]")
 	addr := fs.String("redis", "", "Redis server: redis://host:6379/0 or host:port")
 	key := fs.String("key", "idmint:order", "Redis key holding the counter")
 	marks := fs.String("marks", defaultStore, "SQL database keeping the durable high-water mark: sqlite:///path, postgres://..., mysql://...")
 	n := fs.Int("n", 1, "how many IDs to issue")
+	asJSON := jsonFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -124,7 +125,5 @@ func genRedis(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	return writeInt64s(ctx, e, *n, func(ctx context.Context, dst []int64) (int, error) {
-		return c.NextN(ctx, dst)
-	})
+	return withJSON(e, "redis", *asJSON, func(e *env) error { return writeInt64s(ctx, e, *n, c.NextN) })
 }
