@@ -300,6 +300,13 @@ func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
 	default:
 		if !hasKey {
 			keyName = s.cfg.LeafSnowflakeKey
+			if keyName == "" {
+				// Without a default snowflake key there is nothing to
+				// decode by; say what to pass, not "bad key name".
+				s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout",
+					msg: "missing: pass layout=NAME (" + joinNames(s.reg.Layouts()) + ") or key=KEY; this server has no snowflake key to default to (leaf_snowflake_key)"})
+				return http.StatusBadRequest
+			}
 		}
 		k, st := s.acquire(w, r, keyName)
 		if st != 0 {
