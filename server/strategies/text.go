@@ -126,6 +126,13 @@ func decodeText(format, id string) (server.Decoded, error) {
 	if p.HasSeq {
 		d.Sequence = int64(p.Sequence)
 	}
+	if p.Format == idformat.Flake128 {
+		// flake128's node is its 48-bit worker (hex in p.Node): the
+		// answer's numeric node is that worker, as for snowflake keys.
+		if w, err := strconv.ParseUint(p.Node, 16, 48); err == nil {
+			d.Node = int64(w)
+		}
+	}
 	for _, f := range p.Fields() {
 		switch f.Name {
 		case "format", "time", "sequence":
