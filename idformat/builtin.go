@@ -201,7 +201,7 @@ func decodeFlake128(s string) (Parts, error) {
 	p := Parts{
 		Canonical: id.String(), Bytes: id[:], Time: id.Time(), Precision: time.Millisecond,
 		Node: hex.EncodeToString(w[2:]), Sequence: uint64(id.Seq()), HasSeq: true,
-		Notes: []string{"hex form: " + id.Hex(), "node is the 48-bit worker: a leased ID or the machine's MAC address"},
+		Notes: []string{"hex form: " + id.Hex(), fmt.Sprintf("node is the 48-bit worker, %d in decimal (gen flake128 --worker): a leased ID or the machine's MAC address", id.Worker())},
 	}
 	return p, nil
 }

@@ -204,3 +204,13 @@ func TestGenFlagsThatDoNotApply(t *testing.T) {
 		t.Errorf("gen flake128 without --worker: exit %d %q", code, errOut)
 	}
 }
+
+// decode of a flake128 ID names its worker as gen's --worker took it.
+func TestDecodeFlake128Worker(t *testing.T) {
+	t.Parallel()
+	_, out, _ := runCLI(t, "gen", "flake128", "--worker", "7")
+	code, out, errOut := runCLI(t, "decode", strings.TrimSpace(out))
+	if code != 0 || !strings.Contains(out, "7 in decimal") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
