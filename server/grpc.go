@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -20,11 +21,35 @@ import (
 // layout, ID), NotFound (unknown key), Unauthenticated/PermissionDenied,
 // ResourceExhausted (rate limit), Unavailable (clock, lease or store
 // refused; a "retry-after" trailer gives seconds).
+//
+// Limits against clients that open streams and never read them (1,000
+// unread StreamIDs streams used to pin 1.58 GB): at most
+// GRPCMaxStreamsPerConn concurrent streams per connection, at most
+// GRPCMaxIDStreams StreamIDs streams in the whole server (more are
+// refused with ResourceExhausted), at most GRPCMaxStreamBatch IDs per
+// streamed message, idle connections closed after GRPCMaxConnIdle,
+// keepalive pings answered no more often than every 10 s (a client
+// pinging faster is disconnected). A stream that is never read holds at
+// most gRPC's per-stream write quota and flow-control window.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes))}, opts...)...)
+	base := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
+		grpc.MaxConcurrentStreams(GRPCMaxStreamsPerConn),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: GRPCMaxConnIdle, Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	g := grpc.NewServer(append(base, opts...)...)
 	v1.RegisterIDsServer(g, &grpcIDs{s: s})
 	return g
 }
+
+// gRPC limits (see GRPCServer).
+const (
+	GRPCMaxStreamsPerConn = 32
+	GRPCMaxIDStreams      = 64
+	GRPCMaxStreamBatch    = 1000
+	GRPCMaxConnIdle       = 5 * time.Minute
+)
 
 type grpcIDs struct {
 	v1.UnimplementedIDsServer
@@ -236,6 +261,13 @@ func (g *grpcIDs) StreamIDs(r *v1.StreamIDsRequest, stream grpc.ServerStreamingS
 	if err != nil {
 		return err
 	}
+	if batch > GRPCMaxStreamBatch {
+		return statusOf(ctx, apiError{status: 400, field: "batch", msg: strconv.Itoa(batch) + " is out of range: a streamed message holds at most " + strconv.Itoa(GRPCMaxStreamBatch) + " IDs"})
+	}
+	if !s.idStreams.TryAcquire() {
+		return statusOf(ctx, apiError{status: 429, field: "stream", msg: "the server serves at most " + strconv.Itoa(GRPCMaxIDStreams) + " ID streams at once; use NextIDs or retry later"})
+	}
+	defer s.idStreams.Release()
 	sent := uint64(0)
 	for r.GetTotal() == 0 || sent < r.GetTotal() {
 		n := batch

@@ -53,6 +53,7 @@ type Server struct {
 	adminMu   sync.Mutex      // guards table swaps and creating; never held across I/O
 	persistMu sync.Mutex      // orders KeyStore saves
 	creating  map[string]bool // names being built by createKey
+	idStreams semaphore       // StreamIDs streams being served
 
 	adminToken []tokenHash
 	closed     atomic.Bool
@@ -102,7 +103,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Server{
-		cfg: o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
+		idStreams: newSemaphore(GRPCMaxIDStreams),
+		cfg:       o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
 		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry},
 	}
 	if o.Config.AdminToken != "" {
