@@ -49,6 +49,7 @@ const (
 	GRPCMaxIDStreams      = 64
 	GRPCMaxStreamBatch    = 1000
 	GRPCMaxConnIdle       = 5 * time.Minute
+	GRPCMaxConns          = 1024 // connections Serve accepts at once
 )
 
 type grpcIDs struct {

@@ -105,3 +105,55 @@ func TestAttackGRPCUnreadStreams(t *testing.T) {
 		t.Errorf("a stream batch of %d: %v", GRPCMaxStreamBatch+1, err)
 	}
 }
+
+// The gRPC listener Serve uses holds at most n connections at once.
+func TestAttackLimitListener(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(ln, 2)
+	defer l.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	var got []net.Conn
+	for len(got) < 2 {
+		select {
+		case c := <-accepted:
+			got = append(got, c)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("accepted %d of the first 2 connections", len(got))
+		}
+	}
+	select {
+	case <-accepted:
+		t.Fatal("a third connection was accepted while two were open")
+	case <-time.After(100 * time.Millisecond):
+	}
+	got[0].Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third connection was not accepted after one closed")
+	}
+	got[1].Close()
+}

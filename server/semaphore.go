@@ -1,5 +1,10 @@
 package server
 
+import (
+	"net"
+	"sync"
+)
+
 // semaphore is a counting semaphore whose acquire never waits.
 type semaphore chan struct{}
 
@@ -17,3 +22,37 @@ func (s semaphore) TryAcquire() bool {
 
 // Release returns a slot taken by TryAcquire.
 func (s semaphore) Release() { <-s }
+
+// limitListener accepts at most n connections at once: Accept waits for
+// one to close first (golang.org/x/net/netutil.LimitListener's rule,
+// written here to keep x/net an indirect dependency).
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func newLimitListener(l net.Listener, n int) net.Listener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, n)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

@@ -376,7 +376,7 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 			opts = append(opts, grpc.Creds(creds))
 		}
 		gs = s.GRPCServer(opts...)
-		go func() { errc <- gs.Serve(l.GRPC) }()
+		go func() { errc <- gs.Serve(newLimitListener(l.GRPC, GRPCMaxConns)) }()
 	}
 	var serveErr error
 	select {
