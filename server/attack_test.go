@@ -273,3 +273,95 @@ func TestAttackMetricsDeadline(t *testing.T) {
 		}
 	})
 }
+
+// Auth: missing, wrong and another key's token, a token in the query
+// string, and header case — on HTTP and on the admin routes.
+func TestAttackAuth(t *testing.T) {
+	t.Parallel()
+	const otherTok = "other-token-0123456789"
+	f := newFixture(t, func(c *Config) {
+		c.AdminToken = adminTok
+		c.Keys["other"] = KeyConfig{Strategy: "counter", Tokens: []string{otherTok}}
+	})
+	for _, tc := range []struct {
+		name, target string
+		hdr          map[string]string
+		want         int
+	}{
+		{"missing", "/v1/keys/secret/ids", nil, 401},
+		{"wrong", "/v1/keys/secret/ids", bearerHdr("wrong-token-0123456789"), 403},
+		{"other key's token", "/v1/keys/secret/ids", bearerHdr(otherTok), 403},
+		{"admin token on a key", "/v1/keys/secret/ids", bearerHdr(adminTok), 403},
+		{"query string", "/v1/keys/secret/ids?access_token=" + keyTok, nil, 401},
+		{"query string token", "/v1/keys/secret/ids?token=" + keyTok, nil, 401},
+		{"basic scheme", "/v1/keys/secret/ids", map[string]string{"Authorization": "Basic " + keyTok}, 401},
+		{"bare token", "/v1/keys/secret/ids", map[string]string{"Authorization": keyTok}, 401},
+		{"token prefix", "/v1/keys/secret/ids", bearerHdr(keyTok[:len(keyTok)-1]), 403},
+		{"token suffix", "/v1/keys/secret/ids", bearerHdr(keyTok + "x"), 403},
+		{"scheme case", "/v1/keys/secret/ids", map[string]string{"Authorization": "BEARER " + keyTok}, 200},
+		{"header name case", "/v1/keys/secret/ids", map[string]string{"authorization": "Bearer " + keyTok}, 200},
+		{"right", "/v1/keys/secret/ids", bearerHdr(keyTok), 200},
+		{"leaf missing", "/api/segment/get/secret", nil, 401},
+		{"leaf other key's token", "/api/segment/get/secret", bearerHdr(otherTok), 403},
+		{"admin missing", "/v1/keys", nil, 401},
+		{"admin with a key's token", "/v1/keys", bearerHdr(keyTok), 403},
+		{"admin query string", "/v1/keys?admin_token=" + adminTok, nil, 401},
+		{"admin right", "/v1/keys", bearerHdr(adminTok), 200},
+	} {
+		w := do(f.h, req{target: tc.target, hdr: tc.hdr})
+		if w.Code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, w.Code, w.Body, tc.want)
+		}
+		if tc.want != 200 && strings.Contains(w.Body.String(), `"ids"`) {
+			t.Errorf("%s: IDs without a valid token: %s", tc.name, w.Body)
+		}
+	}
+	// The admin listener: everything behind the admin token.
+	for _, target := range []string{"/debug/pprof/", "/metrics", "/v1/keys", "/db", "/cache"} {
+		if w := do(f.adm, req{target: target, remote: "203.0.113.9:1"}); w.Code != 401 {
+			t.Errorf("admin listener %s without a token: %d", target, w.Code)
+		}
+		if w := do(f.adm, req{target: target, hdr: bearerHdr(keyTok)}); w.Code != 403 {
+			t.Errorf("admin listener %s with a key's token: %d", target, w.Code)
+		}
+	}
+}
+
+// Fuzzed paths, methods and bodies: never a 500 (other than Leaf's own
+// error answers), never a panic, never an ID of a key with tokens
+// without its token.
+func FuzzAttackRequests(f *testing.F) {
+	for _, s := range [][3]string{
+		{"GET", "/v1/keys/secret/ids?count=3", ""},
+		{"POST", "/v1/keys", `{"name":"x","strategy":"counter","options":{"bad":"1"}}`},
+		{"POST", "/v1/keys", `{"name":"\u0000","strategy":"counter"}`},
+		{"PATCH", "/v1/keys/order", `{"step":-1}`},
+		{"GET", "/v1/keys/..%2fsecret/ids", ""},
+		{"GET", "/api/segment/get/secret%00", ""},
+		{"HEAD", "/v1/keys/secret/range?count=99999999999", ""},
+		{"DELETE", "/v1/keys/order", ""},
+		{"GET", "/v1/decode/123?layout=plain&key=order", ""},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	fx := newFixture(f, nil)
+	f.Fuzz(func(t *testing.T, method, target, body string) {
+		if !strings.HasPrefix(target, "/") || strings.ContainsAny(target, " \r\n\t#") || strings.ContainsAny(method, " \r\n\t/()<>@,;:\\\"[]?={}") || method == "" || method == "CONNECT" {
+			return
+		}
+		hr, err := http.NewRequest(method, "http://x"+target, strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		hr.RemoteAddr = "127.0.0.1:1"
+		w := httptest.NewRecorder()
+		fx.h.ServeHTTP(w, hr)
+		leaf := strings.HasPrefix(hr.URL.Path, "/api/") || strings.HasPrefix(hr.URL.Path, "/decodeSnowflakeId")
+		if w.Code >= 500 && w.Code != 503 && !leaf {
+			t.Fatalf("%s %s: %d %s", method, target, w.Code, w.Body)
+		}
+		if strings.Contains(hr.URL.Path, "secret") && w.Code == 200 && strings.Contains(w.Body.String(), `"ids"`) {
+			t.Fatalf("%s %s: IDs of a key with tokens without its token: %s", method, target, w.Body)
+		}
+	})
+}
