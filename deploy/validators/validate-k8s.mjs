@@ -1,0 +1,40 @@
+// Validates every object of the Kubernetes manifests named on the command
+// line against the API's OpenAPI schema, as kubernetes-models ships it
+// (generated from the Kubernetes OpenAPI spec; ajv underneath): types,
+// required fields, enums and formats. Unknown fields pass, as in
+// kubeconform without -strict; deploy_test.go checks the fields it reads.
+//
+// Input: JSON, one array of objects per file (deploy_test.go converts the
+// YAML, so this script needs no YAML parser). Prints one line per object
+// and exits 1 when any object is invalid.
+import { readFileSync } from "node:fs";
+
+const groups = { v1: "v1", "apps/v1": "apps/v1", "policy/v1": "policy/v1" };
+let bad = 0;
+for (const file of process.argv.slice(2)) {
+  for (const obj of JSON.parse(readFileSync(file, "utf8"))) {
+    const where = `${obj.kind}/${obj.metadata?.name}`;
+    const group = groups[obj.apiVersion];
+    if (!group) {
+      console.log(`${where}: apiVersion ${obj.apiVersion} has no schema here`);
+      bad++;
+      continue;
+    }
+    let mod;
+    try {
+      mod = await import(`kubernetes-models/${group}/${obj.kind}`);
+    } catch (e) {
+      console.log(`${where}: no schema for kind ${obj.kind} in ${obj.apiVersion}: ${e.message}`);
+      bad++;
+      continue;
+    }
+    try {
+      new mod[obj.kind](obj).validate();
+      console.log(`${where}: valid`);
+    } catch (e) {
+      console.log(`${where}: INVALID: ${e.message}`);
+      bad++;
+    }
+  }
+}
+process.exit(bad ? 1 : 0);
