@@ -2,6 +2,7 @@ package monotonic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,9 @@ type EtcdConfig struct {
 	// Forward reaches the leader from a follower. Nil: followers answer
 	// ErrFenced.
 	Forward Forwarder
+	// NodeName names this process in Leaders' listing (for example its
+	// host name). Default: Advertise.
+	NodeName string
 	// Clock defaults to clock.NewReal(). Leadership is proven on its Mono.
 	Clock clock.Clock
 	// Logger defaults to slog.Default().
@@ -100,6 +104,9 @@ func (c *EtcdConfig) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.NodeName == "" {
+		c.NodeName = c.Advertise
 	}
 	return nil
 }
@@ -163,6 +170,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 
 func (e *Etcd) boundKey() string    { return e.cfg.Prefix + "bound" }
 func (e *Etcd) electionKey() string { return e.cfg.Prefix + "election/" }
+func (e *Etcd) leaderKey() string   { return e.cfg.Prefix + "leader" }
 
 // Next reserves n consecutive IDs: from memory on the proven leader,
 // through the leader otherwise.
@@ -409,11 +417,31 @@ func (e *Etcd) campaign(ctx context.Context) error {
 	self := e.cfg.Advertise
 	e.leader.Store(&self)
 	e.cfg.Logger.Info("monotonic leader elected", "name", e.cfg.Name, "start_above", start, "revision", t.rev)
+	e.publish(ctx, t, grant.ID)
 	defer func() {
 		t.valid.Store(0)
 		e.term.CompareAndSwap(t, nil)
 	}()
 	return e.lead(ctx, t, sess, grant.ID)
+}
+
+// publish records who leads, since when, for Leaders: under the term's
+// fence, attached to its lease so it goes with it. Best effort: a failure
+// is logged and the listing falls back to the election's address.
+func (e *Etcd) publish(ctx context.Context, t *term, lease clientv3.LeaseID) {
+	rec, err := json.Marshal(leaderRecord{Node: e.cfg.NodeName, Advertise: e.cfg.Advertise, Since: e.cfg.Clock.Now().UTC(), Revision: t.rev})
+	if err != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	_, err = e.cfg.Client.Txn(pctx).
+		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)).
+		Then(clientv3.OpPut(e.leaderKey(), string(rec), clientv3.WithLease(lease))).
+		Commit()
+	if err != nil && ctx.Err() == nil {
+		e.cfg.Logger.Warn("monotonic leader record not written", "name", e.cfg.Name, "err", err)
+	}
 }
 
 // lead keeps the lease proven until it is lost.
