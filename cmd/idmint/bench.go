@@ -1,0 +1,532 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	v1 "github.com/idmint/idmint/api/idmintv1"
+	"github.com/idmint/idmint/client"
+	"github.com/idmint/idmint/internal/hdr"
+	"github.com/idmint/idmint/snowflake"
+)
+
+func init() {
+	register(command{name: "bench", summary: "load a server over HTTP, gRPC or the Go client: rate, latency percentiles, --check, stamp lag", run: runBench})
+}
+
+const benchSynopsis = `[--target URL[,URL...]] [--route R[,R...]] [--key K] [--count N] [-c N] [--rate R] [-d D | -n N] [--client] [--floor] [--check] [--stamp LAYOUT] [--json]
+
+Targets: http://HOST:PORT, grpc://HOST:PORT, or floor (a bare net/http
+counter server started in this process: the floor any HTTP route is held to).
+Several targets: each worker keeps to one (worker i to target i mod count),
+or with --client one Go client spreads over all of them.
+
+Closed loop (default): -c workers, each sends its next request when the last
+one answered. Open loop (--rate): requests are due at a fixed rate and timed
+from when they were due, so a stall is not hidden (coordinated omission).
+
+It sends traffic only to the targets it is given.`
+
+// benchRun is one line of the final table (and one element of --json).
+type benchRun struct {
+	Target      string       `json:"target"`
+	Route       string       `json:"route"`
+	Workers     int          `json:"workers"`
+	Rate        float64      `json:"rate,omitempty"` // requests/s; absent: closed loop
+	Count       int          `json:"count"`          // IDs per request (client: Next calls per timed op)
+	Seconds     float64      `json:"seconds"`
+	Requests    int64        `json:"requests"`
+	IDs         int64        `json:"ids"`
+	Errors      int64        `json:"errors"`
+	FirstError  string       `json:"first_error,omitempty"`
+	ReqPerSec   float64      `json:"requests_per_second"`
+	IDsPerSec   float64      `json:"ids_per_second"`
+	LatencyUs   latency      `json:"latency_us"`
+	FloorRatio  float64      `json:"floor_ratio,omitempty"` // req/s ÷ the floor's, with --floor
+	Check       *checkReport `json:"check,omitempty"`
+	StampLagUs  *latency     `json:"stamp_lag_us,omitempty"`
+	StampsAhead int64        `json:"stamps_ahead,omitempty"`
+}
+
+type latency struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+}
+
+type checkReport struct {
+	IDs          int64 `json:"ids"`
+	Duplicates   int64 `json:"duplicates"`
+	OrderChecked bool  `json:"order_checked"`
+	OutOfOrder   int64 `json:"out_of_order"`
+}
+
+func latencyOf(h *hdr.Histogram) latency {
+	us := func(v int64) float64 { return math.Round(float64(v)/100) / 10 }
+	return latency{P50: us(h.ValueAt(0.5)), P90: us(h.ValueAt(0.9)), P99: us(h.ValueAt(0.99)), P999: us(h.ValueAt(0.999)), Max: us(h.Max())}
+}
+
+type benchFlags struct {
+	targets  []string
+	routes   []string
+	key      string
+	token    string
+	count    int
+	workers  int
+	rate     float64
+	duration time.Duration
+	requests int64
+	client   bool
+	floor    bool
+	check    bool
+	stamp    string
+	json     bool
+	progress bool
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench", benchSynopsis)
+	target := fs.String("target", "http://127.0.0.1:8080", "comma-separated http://HOST:PORT, grpc://HOST:PORT, or floor")
+	route := fs.String("route", "ids", "comma-separated routes, each run in turn: "+strings.Join(routeNames(), ", ")+" (gRPC: ids, range; --client: ignored)")
+	key := fs.String("key", "order", "the key to draw IDs of")
+	token := fs.String("token", "", "bearer token (or $IDMINT_TOKEN)")
+	count := fs.Int("count", 1, "IDs per request (count=); with --client, Next calls per timed operation")
+	workers := fs.Int("c", 16, "workers: connections (HTTP), concurrent calls (gRPC), goroutines (--client)")
+	rate := fs.Float64("rate", 0, "requests per second in total, open loop; 0: closed loop")
+	dur := fs.Duration("d", 10*time.Second, "how long each run lasts")
+	n := fs.Int64("n", 0, "requests per run instead of a duration")
+	useClient := fs.Bool("client", false, "draw IDs through the Go client (client.Next with its adaptive prefetch) from all targets")
+	floor := fs.Bool("floor", false, "first run the same load against a bare net/http counter in this process, and report each run's req/s as a fraction of it")
+	check := fs.Bool("check", false, "keep every ID: fail on a duplicate, or an ID not above the previous one on the same worker (8 bytes of memory per ID)")
+	stamp := fs.String("stamp", "", "decode every ID with this snowflake layout (idmint serve issues leaf) and report how far its stamp lies outside [sent, received]")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	floorServer := fs.Bool("floor-server", false, "internal: be the floor (print the address, serve until stdin closes)")
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if *floorServer {
+		return serveFloor(e)
+	}
+	f := benchFlags{key: *key, token: *token, count: *count, workers: *workers, rate: *rate, duration: *dur, requests: *n,
+		client: *useClient, floor: *floor, check: *check, stamp: *stamp, json: *asJSON}
+	if f.token == "" && e.getenv != nil {
+		f.token = e.getenv("IDMINT_TOKEN")
+	}
+	for _, t := range strings.Split(*target, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			f.targets = append(f.targets, t)
+		}
+	}
+	for _, r := range strings.Split(*route, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			f.routes = append(f.routes, r)
+		}
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	f.progress = !f.json && isTerminal(e.stderr)
+
+	var runs []benchRun
+	var floorRate float64
+	if f.floor {
+		r, err := f.runOne(ctx, e, []string{"floor"}, "floor")
+		if err != nil {
+			return err
+		}
+		floorRate = r.ReqPerSec
+		runs = append(runs, r)
+	}
+	routes := f.routes
+	if f.client || f.onlyFloor() {
+		routes = routes[:1]
+	}
+	for _, rt := range routes {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := f.runOne(ctx, e, f.targets, rt)
+		if err != nil {
+			return err
+		}
+		if floorRate > 0 {
+			r.FloorRatio = math.Round(r.ReqPerSec/floorRate*1000) / 1000
+		}
+		runs = append(runs, r)
+	}
+	if f.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Runs []benchRun `json:"runs"`
+		}{runs}); err != nil {
+			return err
+		}
+	} else {
+		printBenchTable(e.stdout, runs)
+	}
+	for _, r := range runs {
+		if c := r.Check; c != nil && (c.Duplicates > 0 || c.OutOfOrder > 0) {
+			return fmt.Errorf("check failed on %s %s: %d duplicates, %d IDs out of order in %d", r.Target, r.Route, c.Duplicates, c.OutOfOrder, c.IDs)
+		}
+		if r.Requests == 0 && r.Errors > 0 {
+			return fmt.Errorf("%s %s: every request failed: %s", r.Target, r.Route, r.FirstError)
+		}
+	}
+	return nil
+}
+
+func (f *benchFlags) onlyFloor() bool { return len(f.targets) == 1 && f.targets[0] == "floor" }
+
+func (f *benchFlags) validate() error {
+	switch {
+	case len(f.targets) == 0:
+		return usagef("--target: none given; want http://HOST:PORT, grpc://HOST:PORT or floor")
+	case f.count < 1:
+		return usagef("--count: %d must be at least 1", f.count)
+	case f.workers < 1:
+		return usagef("-c: %d must be at least 1", f.workers)
+	case f.rate < 0 || math.IsNaN(f.rate) || math.IsInf(f.rate, 0):
+		return usagef("--rate: %v must be 0 (closed loop) or a positive number of requests per second", f.rate)
+	case f.requests < 0:
+		return usagef("-n: %d must not be negative", f.requests)
+	case f.requests == 0 && f.duration <= 0:
+		return usagef("-d: %v must be positive (or give -n)", f.duration)
+	case len(f.routes) == 0:
+		return usagef("--route: none given; want one of %s", strings.Join(routeNames(), ", "))
+	}
+	grpcTargets := 0
+	for _, t := range f.targets {
+		if t == "floor" {
+			if len(f.targets) > 1 || f.client {
+				return usagef("--target: floor is a target of its own, not with others or --client")
+			}
+			continue
+		}
+		u, err := url.Parse(t)
+		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return usagef("--target: %q is not http://HOST:PORT, grpc://HOST:PORT or floor", t)
+		}
+		switch u.Scheme {
+		case "http":
+		case "grpc":
+			grpcTargets++
+		case "https", "grpcs":
+			if !f.client {
+				return usagef("--target: %q: TLS targets are measured through the Go client (--client)", t)
+			}
+		default:
+			return usagef("--target: %q: scheme %q is not http or grpc", t, u.Scheme)
+		}
+	}
+	if grpcTargets > 0 && grpcTargets < len(f.targets) && !f.client {
+		return usagef("--target: mixes HTTP and gRPC targets; give one kind (or use --client)")
+	}
+	if !f.client {
+		for _, r := range f.routes {
+			hr, ok := lookupRoute(r)
+			if !ok {
+				return usagef("--route: %q is not one of %s", r, strings.Join(routeNames(), ", "))
+			}
+			if grpcTargets > 0 && r != "ids" && r != "range" {
+				return usagef("--route: %q is HTTP-only; gRPC serves ids and range", r)
+			}
+			if !hr.batch && f.count != 1 && grpcTargets == 0 && !f.onlyFloor() {
+				return usagef("--count: %d, but route %s issues one ID per request", f.count, r)
+			}
+		}
+	}
+	if f.onlyFloor() && (f.check || f.stamp != "") {
+		return usagef("--check and --stamp need an idmint target, not floor")
+	}
+	if f.floor && f.onlyFloor() {
+		return usagef("--floor: the target is already floor")
+	}
+	if f.stamp != "" {
+		if _, ok := snowflake.Lookup(f.stamp); !ok {
+			return usagef("--stamp: no layout called %q (see `idmint layouts`)", f.stamp)
+		}
+	}
+	return nil
+}
+
+// runOne runs the load once against targets on route.
+func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route string) (benchRun, error) {
+	ops, label, cleanup, err := f.ops(ctx, targets, route)
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer cleanup()
+	count := f.count
+	if label == "floor" {
+		count = 1 // the floor answers one number
+	}
+	spec := loadSpec{workers: f.workers, rate: f.rate, duration: f.duration, requests: f.requests, count: count, check: f.check}
+	spec.order = f.check && (!f.client || len(targets) == 1)
+	if f.stamp != "" {
+		l, _ := snowflake.Lookup(f.stamp)
+		spec.stamp = func(id int64) (int64, bool) {
+			p, err := snowflake.Decode(l, id)
+			if err != nil {
+				return 0, false
+			}
+			return p.Time.UnixNano(), true
+		}
+	}
+	var onTick func(progress)
+	if f.progress {
+		onTick = func(p progress) {
+			s := p.at.Seconds()
+			fmt.Fprintf(e.stderr, "\r%s %s  %5.1fs  %12s req/s  %14s IDs/s  errors %d  p99 %s   ",
+				label, route, s, group(float64(p.reqs)/s), group(float64(p.ids)/s), p.errs, fmtDur(p.p99))
+		}
+	}
+	res := runLoad(ctx, spec, realClock{start: time.Now()}, ops, time.Second, onTick)
+	if f.progress {
+		fmt.Fprint(e.stderr, "\r\033[K")
+	}
+	secs := res.elapsed.Seconds()
+	r := benchRun{Target: label, Route: route, Workers: f.workers, Rate: f.rate, Count: count, Seconds: math.Round(secs*1000) / 1000,
+		Requests: res.reqs, IDs: res.ids, Errors: res.errs, ReqPerSec: math.Round(float64(res.reqs) / secs), IDsPerSec: math.Round(float64(res.ids) / secs),
+		LatencyUs: latencyOf(res.lat)}
+	if f.client {
+		r.Route = "client.Next"
+	}
+	if res.firstErr != nil {
+		r.FirstError = res.firstErr.Error()
+	}
+	if f.check {
+		r.Check = &checkReport{IDs: res.checked, Duplicates: res.duplicates, OrderChecked: spec.order, OutOfOrder: res.disorder}
+	}
+	if res.lag != nil {
+		l := latencyOf(res.lag)
+		r.StampLagUs, r.StampsAhead = &l, res.ahead
+	}
+	return r, nil
+}
+
+// ops builds one op per worker and says what to call the target.
+func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([]op, string, func(), error) {
+	ops := make([]op, f.workers)
+	if targets[0] == "floor" {
+		fl, err := startFloor(ctx)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		conns := make([]*httpConn, f.workers)
+		for i := range ops {
+			conns[i] = newHTTPConn(fl.addr, "/", "")
+			ops[i] = httpOp(conns[i], httpRoute{name: "floor", parse: parseBareID}, 1)
+		}
+		return ops, "floor", func() {
+			for _, c := range conns {
+				c.close()
+			}
+			fl.close()
+		}, nil
+	}
+	label := strings.Join(targets, ",")
+	if f.client {
+		c, err := client.New(targets, client.Options{Token: f.token})
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("--target: %w", err)
+		}
+		for i := range ops {
+			ops[i] = clientOp(c, f.key, f.count)
+		}
+		return ops, "client " + label, func() { c.Close() }, nil
+	}
+	if strings.HasPrefix(targets[0], "grpc://") {
+		var ccs []*grpc.ClientConn
+		// One connection per 8 workers and target: one HTTP/2 connection
+		// serializes its frames on one reader and one writer goroutine.
+		perTarget := (f.workers + 7) / 8
+		for _, t := range targets {
+			for range perTarget {
+				cc, err := grpc.NewClient(strings.TrimPrefix(t, "grpc://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					for _, c := range ccs {
+						c.Close()
+					}
+					return nil, "", nil, fmt.Errorf("--target %q: %w", t, err)
+				}
+				ccs = append(ccs, cc)
+			}
+		}
+		for i := range ops {
+			// Worker i keeps to target i mod len(targets), so its IDs come
+			// from one server and must increase.
+			t := i % len(targets)
+			cc := ccs[t*perTarget+(i/len(targets))%perTarget]
+			ops[i] = grpcOp(v1.NewIDsClient(cc), f.key, f.token, route, f.count)
+		}
+		return ops, label, func() {
+			for _, c := range ccs {
+				c.Close()
+			}
+		}, nil
+	}
+	hr, _ := lookupRoute(route)
+	conns := make([]*httpConn, f.workers)
+	for i := range ops {
+		u, _ := url.Parse(targets[i%len(targets)])
+		conns[i] = newHTTPConn(u.Host, hr.path(url.PathEscape(f.key), f.count), f.token)
+		ops[i] = httpOp(conns[i], hr, f.count)
+	}
+	return ops, label, func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}, nil
+}
+
+func grpcOp(c v1.IDsClient, key, token, route string, count int) op {
+	return func(ctx context.Context, dst []int64) (int, error) {
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		if route == "range" {
+			r, err := c.NextRange(ctx, &v1.NextRangeRequest{Key: key, Count: uint32(count)})
+			if err != nil {
+				return 0, err
+			}
+			if dst == nil {
+				return int(r.GetCount()), nil
+			}
+			if r.GetCount() < 1 || r.GetCount() > int64(len(dst)) {
+				return 0, fmt.Errorf("range of %d IDs does not fit the %d asked for", r.GetCount(), len(dst))
+			}
+			for i := range r.GetCount() {
+				dst[i] = r.GetFirst() + i
+			}
+			return int(r.GetCount()), nil
+		}
+		r, err := c.NextIDs(ctx, &v1.NextIDsRequest{Key: key, Count: uint32(count)})
+		if err != nil {
+			return 0, err
+		}
+		ids := r.GetIds()
+		if len(ids) != count {
+			if len(r.GetTextIds()) > 0 && dst != nil {
+				return 0, fmt.Errorf("key %q issues text IDs; --check and --stamp need numeric ones", key)
+			}
+			if len(r.GetTextIds()) != count {
+				return 0, fmt.Errorf("%w: %d of %d", errShort, len(ids)+len(r.GetTextIds()), count)
+			}
+			return count, nil
+		}
+		if dst != nil {
+			copy(dst, ids)
+		}
+		return count, nil
+	}
+}
+
+// clientOp is count calls of client.Next, timed together: a Next from the
+// buffer takes a few nanoseconds, less than reading the clock twice.
+func clientOp(c *client.Client, key string, count int) op {
+	return func(ctx context.Context, dst []int64) (int, error) {
+		for i := range count {
+			id, err := c.Next(ctx, key)
+			if err != nil {
+				return i, err
+			}
+			if dst != nil {
+				dst[i] = id
+			}
+		}
+		return count, nil
+	}
+}
+
+func printBenchTable(w io.Writer, runs []benchRun) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\troute\tworkers\tload\tcount\trequests\treq/s\tIDs/s\terrors\tp50\tp90\tp99\tp99.9\tmax\tvs floor\t")
+	for _, r := range runs {
+		load := "closed"
+		if r.Rate > 0 {
+			load = group(r.Rate) + "/s"
+		}
+		ratio := ""
+		if r.FloorRatio > 0 {
+			ratio = fmt.Sprintf("%.3f", r.FloorRatio)
+		}
+		l := r.LatencyUs
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, r.Route, r.Workers, load, r.Count,
+			group(float64(r.Requests)), group(r.ReqPerSec), group(r.IDsPerSec), r.Errors,
+			fmtUs(l.P50), fmtUs(l.P90), fmtUs(l.P99), fmtUs(l.P999), fmtUs(l.Max), ratio)
+	}
+	tw.Flush()
+	for _, r := range runs {
+		if r.FirstError != "" {
+			fmt.Fprintf(w, "%s %s: first error: %s\n", r.Target, r.Route, r.FirstError)
+		}
+		if c := r.Check; c != nil {
+			order := fmt.Sprintf("%d out of order per worker", c.OutOfOrder)
+			if !c.OrderChecked {
+				order = "order not checked (the client draws ranges from several servers)"
+			}
+			fmt.Fprintf(w, "check %s: %s IDs, %d duplicates, %s\n", r.Route, group(float64(c.IDs)), c.Duplicates, order)
+		}
+		if s := r.StampLagUs; s != nil {
+			fmt.Fprintf(w, "stamp lag %s (how far the stamp lies outside [sent, received]; ticks count from their start): p50 %s  p90 %s  p99 %s  p99.9 %s  max %s; stamps ahead of the answer: %d\n",
+				r.Route, fmtUs(s.P50), fmtUs(s.P90), fmtUs(s.P99), fmtUs(s.P999), fmtUs(s.Max), r.StampsAhead)
+		}
+	}
+}
+
+// group writes a rounded number with thousands separators.
+func group(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func fmtUs(us float64) string { return fmtDur(time.Duration(us * 1000)) }
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// the live progress line belongs.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
