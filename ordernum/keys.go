@@ -3,6 +3,8 @@ package ordernum
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,4 +106,40 @@ func SequenceRow(base string, f Format, day time.Time) (string, error) {
 		return SequencePrefix + base, nil
 	}
 	return SequencePrefix + base + "/" + day.Format("20060102"), nil
+}
+
+// MaxKeyFileBytes bounds a key file: a ring of 32 versions of AES-256 in
+// hex is about 2.2 KiB. A file named by mistake (or /dev/zero) is refused
+// after this many bytes instead of read to the end.
+const MaxKeyFileBytes = 4 << 10
+
+// ReadKeyFile reads a key file (ParseKeys's syntax) of at most
+// MaxKeyFileBytes. It refuses anything but a regular file before opening
+// it (a FIFO would block the open; /dev/zero never ends) and again after
+// (the path may have been swapped). Errors name the path and the cause,
+// never the content.
+func ReadKeyFile(path string) ([]byte, error) {
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("ordernum: key file %s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("ordernum: key file %s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxKeyFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxKeyFileBytes {
+		return nil, fmt.Errorf("ordernum: key file %s is larger than %d bytes; a key file holds a few VERSION:KEY lines", path, MaxKeyFileBytes)
+	}
+	return b, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/idmint/idmint/ordernum"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
+	"github.com/idmint/idmint/server/strategies"
 )
 
 func init() {
@@ -62,7 +63,7 @@ func (o *orderFlags) parseFormat() (ordernum.Format, error) {
 func (o *orderFlags) codec(e *env, f ordernum.Format) (*ordernum.Codec, error) {
 	var text, source string
 	if o.secretFile != "" {
-		b, err := os.ReadFile(o.secretFile)
+		b, err := ordernum.ReadKeyFile(o.secretFile)
 		if err != nil {
 			return nil, usagef("flag --secret-file: %v", err)
 		}
@@ -88,7 +89,7 @@ func ordernumIssue(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "ordernum", "[--key NAME] [--store URL] [--format SPEC] [--secret-file F] [--tz ZONE] [-n N]")
 	var o orderFlags
 	o.register(fs)
-	key := fs.String("key", "orders", "ID key whose sequence numbers are permuted (a segment key; with a date part one per day, NAME:YYYYMMDD)")
+	key := fs.String("key", "orders", "order-number key whose sequence is permuted: the same sequence (row ordernum/NAME, with a date part ordernum/NAME/YYYYMMDD) as the server's ordernum key of this name")
 	store := fs.String("store", defaultStore, "segment store the sequence comes from")
 	tz := fs.String("tz", "UTC", "time zone of the date part")
 	n := fs.Int("n", 1, "how many order numbers")
@@ -126,7 +127,12 @@ func ordernumIssue(ctx context.Context, e *env, args []string) error {
 	}
 	defer alloc.Close()
 	day := time.Now().In(loc)
-	seqKey := ordernum.SequenceKey(*key, f, day)
+	// The same row, and the same move from a legacy row, as the server's
+	// ordernum key of this name: the two never issue one number twice.
+	seqKey, err := strategies.EnsureOrderSequence(ctx, alloc, *key, f, day, 0, "idmint ordernum")
+	if err != nil {
+		return fmt.Errorf("flag --key: %w", err)
+	}
 	seqs := make([]int64, *n)
 	if _, err := alloc.NextN(ctx, seqKey, seqs); err != nil {
 		return err

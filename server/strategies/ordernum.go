@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -185,17 +184,17 @@ func orderKeys(k server.KeyConfig, cfg *server.Config) ([]ordernum.Key, *server.
 			if !ok {
 				return nil, prob("a key created through the admin API names a key file by its bare name in the config's key_dir (key_dir: %q)", cfg.KeyDir)
 			}
-			b, err := readKeyFile(full)
+			b, err := ordernum.ReadKeyFile(full)
 			var keys []ordernum.Key
 			if err == nil {
 				keys, err = ordernum.ParseKeys(string(b))
 			}
 			if err != nil || len(keys) == 0 {
-				return nil, prob("not a usable key file in key_dir: it must be a regular file of at most %d bytes of VERSION:KEY lines", maxKeyFileBytes)
+				return nil, prob("not a usable key file in key_dir: it must be a regular file of at most %d bytes of VERSION:KEY lines", ordernum.MaxKeyFileBytes)
 			}
 			return keys, nil
 		}
-		b, err := readKeyFile(path)
+		b, err := ordernum.ReadKeyFile(path)
 		if err != nil {
 			// The error names the path and the cause only, never content.
 			return nil, prob("cannot read the key file: %v", err)
@@ -210,41 +209,6 @@ func orderKeys(k server.KeyConfig, cfg *server.Config) ([]ordernum.Key, *server.
 		return nil, prob("%s holds no VERSION:KEY entries", where)
 	}
 	return keys, nil
-}
-
-// maxKeyFileBytes bounds a key file: a ring of 32 versions of AES-256 in
-// hex is about 2.2 KiB. A file named by mistake (or /dev/zero) is refused
-// after this many bytes instead of read to the end.
-const maxKeyFileBytes = 4 << 10
-
-// readKeyFile reads a key file of at most maxKeyFileBytes. It refuses
-// anything but a regular file before opening it (a FIFO would block the
-// open; /dev/zero never ends) and again after (the path may have been
-// swapped). Errors name the cause, never the content.
-func readKeyFile(path string) ([]byte, error) {
-	if st, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxKeyFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes; a key file holds a few VERSION:KEY lines", path, maxKeyFileBytes)
-	}
-	return b, nil
 }
 
 // keyDirPath resolves a key file name of an API-created key inside dir:
@@ -432,39 +396,62 @@ func (o *ordernumKey) sequence(ctx context.Context, day time.Time) (*daySequence
 	return d, nil
 }
 
-// ensureSequence creates the sequence row name (ordernum.SequenceRow) if
-// missing. Sequences used to live in rows a segment key could name
-// (legacy, ordernum.SequenceKey); when such a row exists, the new row
-// starts at its max_id, so the numbers issued before the move are never
-// issued again (U1: same key, same permutation, disjoint sequence
-// numbers). Every node must run this version before any issues from the
-// new row: an older node would go on leasing from the legacy row.
+// ensureSequence creates the key's sequence row for a day if missing (see
+// EnsureOrderSequence).
 func (o *ordernumKey) ensureSequence(ctx context.Context, name, legacy string) error {
-	if _, err := o.a.Describe(ctx, name); err == nil {
-		return ensureRow(ctx, o.a, name, o.step, o.desc)
-	} else if !errors.Is(err, segment.ErrUnknownKey) {
-		return err
-	}
-	old, err := o.a.Describe(ctx, legacy)
-	switch {
-	case errors.Is(err, segment.ErrUnknownKey), errors.Is(err, segment.ErrBadKey):
-		return ensureRow(ctx, o.a, name, o.step, o.desc)
-	case err != nil:
-		return err
-	}
-	step := o.step
-	if step == 0 {
-		step = DefaultStep
-	}
-	err = o.a.CreateKey(ctx, segment.KeyInfo{Key: name, MaxID: old.MaxID, Step: step, Description: o.desc})
-	if err == nil {
+	moved, from, err := ensureOrderRow(ctx, o.a, name, legacy, o.step, o.desc)
+	if moved {
 		o.log.Info("order-number sequence moved to a row no segment key can name; it continues after the legacy row",
-			"from", legacy, "to", name, "max_id", old.MaxID)
-	}
-	if errors.Is(err, segment.ErrKeyExists) { // another node moved it first
-		return ensureRow(ctx, o.a, name, o.step, o.desc)
+			"from", legacy, "to", name, "max_id", from)
 	}
 	return err
+}
+
+// EnsureOrderSequence returns the segment row of order-number key base's
+// sequence for day (ordernum.SequenceRow), creating it in a if missing.
+// The server's ordernum keys and `idmint ordernum` both draw through it, so
+// they share one sequence and one migration.
+//
+// Sequences used to live in rows a segment key could name (legacy,
+// ordernum.SequenceKey); when such a row exists, the new row starts at its
+// max_id, so the numbers issued before the move are never issued again
+// (U1: same key, same permutation, disjoint sequence numbers). Every
+// process must run this version before any issues from the new row: an
+// older one would go on leasing from the legacy row. step 0 keeps an
+// existing row's step (DefaultStep for a new one).
+func EnsureOrderSequence(ctx context.Context, a *segment.Allocator, base string, f ordernum.Format, day time.Time, step int64, desc string) (string, error) {
+	name, err := ordernum.SequenceRow(base, f, day)
+	if err != nil {
+		return "", err
+	}
+	_, _, err = ensureOrderRow(ctx, a, name, ordernum.SequenceKey(base, f, day), step, desc)
+	return name, err
+}
+
+// ensureOrderRow creates row name if missing, continuing after the legacy
+// row when that exists; moved reports that it did, from its max_id.
+func ensureOrderRow(ctx context.Context, a *segment.Allocator, name, legacy string, step int64, desc string) (moved bool, from int64, err error) {
+	if _, err := a.Describe(ctx, name); err == nil {
+		return false, 0, ensureRow(ctx, a, name, step, desc)
+	} else if !errors.Is(err, segment.ErrUnknownKey) {
+		return false, 0, err
+	}
+	old, err := a.Describe(ctx, legacy)
+	switch {
+	case errors.Is(err, segment.ErrUnknownKey), errors.Is(err, segment.ErrBadKey):
+		return false, 0, ensureRow(ctx, a, name, step, desc)
+	case err != nil:
+		return false, 0, err
+	}
+	newStep := step
+	if newStep == 0 {
+		newStep = DefaultStep
+	}
+	err = a.CreateKey(ctx, segment.KeyInfo{Key: name, MaxID: old.MaxID, Step: newStep, Description: desc})
+	if errors.Is(err, segment.ErrKeyExists) { // another process moved it first
+		return false, 0, ensureRow(ctx, a, name, step, desc)
+	}
+	return err == nil, old.MaxID, err
 }
 
 func (o *ordernumKey) NextStrings(ctx context.Context, dst []string) error {
