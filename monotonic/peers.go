@@ -2,6 +2,10 @@ package monotonic
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,11 +24,14 @@ import (
 // requests are served only by a proven leader, never forwarded again, so a
 // request crosses at most one hop.
 //
-// The endpoint is unauthenticated: bind it to a private interface.
+// Without WithSecret the endpoint is unauthenticated: bind it to
+// loopback or a private interface. With it, every forwarded request
+// carries the token and the endpoint answers 401 to any other.
 type Peers struct {
 	ln     net.Listener
 	srv    *http.Server
 	client *http.Client
+	token  string // "": no authentication
 
 	mu      sync.RWMutex
 	sources map[string]*Etcd
@@ -32,14 +39,37 @@ type Peers struct {
 
 const peerPath = "/idmint-monotonic/v1/next"
 
+// PeerOption configures ListenPeers.
+type PeerOption func(*Peers)
+
+// WithSecret authenticates forwarded requests: every node of the cluster
+// must be given the same secret. What travels is HMAC-SHA256(secret,
+// "idmint monotonic peer v1") as a bearer token, so the secret itself
+// (for example the admin token it is derived from) is never sent. An
+// empty secret leaves the endpoint unauthenticated.
+func WithSecret(secret []byte) PeerOption {
+	return func(p *Peers) {
+		if len(secret) == 0 {
+			p.token = ""
+			return
+		}
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte("idmint monotonic peer v1"))
+		p.token = hex.EncodeToString(m.Sum(nil))
+	}
+}
+
 // ListenPeers listens on addr (host:port; port 0 picks one) and serves the
 // peer endpoint until Close.
-func ListenPeers(addr string) (*Peers, error) {
+func ListenPeers(addr string, opts ...PeerOption) (*Peers, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("monotonic: peer listener: %w", err)
 	}
 	p := &Peers{ln: ln, sources: map[string]*Etcd{}}
+	for _, o := range opts {
+		o(p)
+	}
 	p.client = &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: 64,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
@@ -73,6 +103,13 @@ func (p *Peers) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "method must be POST", http.StatusMethodNotAllowed)
 		return
+	}
+	if p.token != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) != 1 {
+			http.Error(w, "peer token missing or wrong: every node needs the same secret (admin_token)", http.StatusUnauthorized)
+			return
+		}
 	}
 	q := r.URL.Query()
 	name := q.Get("name")
@@ -108,6 +145,9 @@ func (p *Peers) Forward(ctx context.Context, addr, name string, n int64) (int64,
 	if err != nil {
 		return 0, fmt.Errorf("monotonic: forward to %s: %w", addr, err)
 	}
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("monotonic: forward to %s: %w", addr, err)
@@ -127,6 +167,8 @@ func (p *Peers) Forward(ctx context.Context, addr, name string, n int64) (int64,
 		return v, nil
 	case http.StatusServiceUnavailable:
 		return 0, fmt.Errorf("%w: %s answered: %s", ErrFenced, addr, trunc(body))
+	case http.StatusUnauthorized:
+		return 0, fmt.Errorf("monotonic: forward to %s: the leader refused this node's peer token: every node needs the same secret (admin_token)", addr)
 	default:
 		return 0, fmt.Errorf("monotonic: forward to %s: status %d: %s", addr, resp.StatusCode, trunc(body))
 	}
