@@ -97,6 +97,16 @@ func TestAttackHeadAndNoStore(t *testing.T) {
 	if w := do(f.h, req{method: "HEAD", target: "/v1/keys/secret/ids"}); w.Code != 401 {
 		t.Errorf("HEAD without the key's token: %d", w.Code)
 	}
+	// Leaf's routes answer HEAD after the same checks as GET.
+	if w := do(f.h, req{method: "HEAD", target: "/api/segment/get/nosuch"}); w.Code != 500 {
+		t.Errorf("HEAD on Leaf's route for an unknown tag: %d, want Leaf's 500", w.Code)
+	}
+	if w := do(f.h, req{method: "HEAD", target: "/api/segment/get/secret"}); w.Code != 401 {
+		t.Errorf("HEAD on Leaf's route without the key's token: %d", w.Code)
+	}
+	if w := do(f.h, req{target: "/api/segment/get/order"}); w.Body.String() != "2" {
+		t.Errorf("HEAD on Leaf's route consumed IDs: the next GET answers %q, want 2", w.Body)
+	}
 	for _, target := range []string{"/v1/keys/order/ids", "/v1/keys/order/range", "/api/segment/get/order", "/api/snowflake/get/snowflake", "/v1/snowflake/snowflake", "/v1/keys/nosuch/ids"} {
 		for _, m := range []string{"GET", "POST"} {
 			if w := do(f.h, req{method: m, target: target}); w.Header().Get("Cache-Control") != "no-store" {

@@ -168,6 +168,13 @@ func (s *Server) serveLeaf(w http.ResponseWriter, r *http.Request, k *key, snow 
 		k.mu.RUnlock()
 		return s.leafError(w, r, leafKeyNotFound)
 	}
+	if r.Method == http.MethodHead {
+		// HEAD answers what GET would (status, type) after the same
+		// checks, without consuming an ID.
+		k.mu.RUnlock()
+		w.Header()["Content-Type"] = textType
+		return http.StatusOK
+	}
 	err := k.ints.NextInt64s(r.Context(), buf[:])
 	k.mu.RUnlock()
 	if err != nil {

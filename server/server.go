@@ -11,7 +11,6 @@ import (
 	"net/http/pprof"
 	"path"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -271,17 +270,11 @@ func (s *Server) Handler() http.Handler {
 // broken, and a redirect would only hide that.
 //
 // Every answer defaults to Cache-Control: no-store (an ID, an error or a
-// view cached by a proxy would be served again), and HEAD on Leaf's
-// ID routes is answered here, never consuming an ID.
+// view cached by a proxy would be served again).
 func (s *Server) canonical(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Cache-Control"] = noStore
 		p := r.URL.Path
-		if r.Method == http.MethodHead && (strings.HasPrefix(p, "/api/segment/get/") || strings.HasPrefix(p, "/api/snowflake/get/")) {
-			w.Header()["Content-Type"] = textType
-			w.WriteHeader(http.StatusOK)
-			return
-		}
 		if p == "" || p[0] != '/' || (path.Clean(p) != p && path.Clean(p)+"/" != p) {
 			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadPath, field: "path", msg: "path " + strconv.Quote(trunc(p)) + " is not in canonical form"})
 			return
