@@ -1060,27 +1060,14 @@ func yamlFiles(t *testing.T) []string {
 }
 
 // tool returns the path of an external validator, or skips the test when
-// it is missing. Under CI=true it runs deploy/validators/install.sh first
-// (Debian's packages and npm), and a validator still missing fails.
+// it is missing; under CI=true a missing validator fails. scripts/test.sh
+// installs them (deploy/validators/install.sh, as root); tests never
+// install anything themselves.
 func tool(t *testing.T, name string, path ...string) string {
 	t.Helper()
 	p := lookTool(name, path)
-	if p == "" && os.Getenv("CI") == "true" {
-		// CI runs in a fresh clone: install what is missing once, then look
-		// again.
-		installOnce.Do(func() {
-			out, err := exec.Command("bash", "validators/install.sh").CombinedOutput()
-			if err != nil {
-				installErr = fmt.Errorf("deploy/validators/install.sh: %v\n%s", err, out)
-			}
-		})
-		if installErr != nil {
-			t.Log(installErr)
-		}
-		p = lookTool(name, path)
-	}
 	if p == "" {
-		msg := fmt.Sprintf("validator %s is not installed; run deploy/validators/install.sh (as root) to install it", name)
+		msg := fmt.Sprintf("validator %s is not installed; run deploy/validators/install.sh (as root) to install it, or the whole suite with scripts/test.sh", name)
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
@@ -1088,11 +1075,6 @@ func tool(t *testing.T, name string, path ...string) string {
 	}
 	return p
 }
-
-var (
-	installOnce sync.Once
-	installErr  error
-)
 
 // lookTool returns the path of a validator: the file path names (under
 // deploy/), or name on $PATH; "" when it is missing.

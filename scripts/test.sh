@@ -4,14 +4,18 @@
 # Installs (as root, from Debian's packages) whatever of PostgreSQL, MariaDB,
 # Redis, etcd and ZooKeeper is missing, starts one instance of each on its own
 # port with its data under a temporary folder, runs vet and every test with
-# the race detector, and stops the servers again. Under CI=true a server that
-# cannot start fails the run. Extra arguments go to `go test` (e.g. -run X).
+# the race detector, and stops the servers again. It also installs the
+# validators of the deployment files (deploy/validators/install.sh). Under
+# CI=true a server that cannot start fails the run. Extra arguments go to `go test` (e.g. -run X).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 S=$PWD/scripts/servers.sh
 
 if [ "$(id -u)" = 0 ]; then
 	bash "$S" install || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install servers; their tests will skip" >&2; }
+	# The deployment files' validators (yamllint, docker-compose, npm's
+	# kubernetes-models and dockerfile-utils), pinned in deploy/validators.
+	bash deploy/validators/install.sh || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install the deploy validators; their tests will skip" >&2; }
 fi
 
 base=$(mktemp -d /tmp/idmint-test.XXXXXX)
