@@ -111,7 +111,7 @@ func (r *nodeResource) Stats() []server.Stat {
 // coordinator holds one worker ID per file, so each layout other than the
 // default gets its own file beside the configured one (the same layout
 // always maps to the same file, keeping its horizon across restarts).
-// static, ip and mac keep their horizon in a file as well: unless the URL
+// static, ip, mac and k8s keep their horizon in a file as well: unless the URL
 // names one (horizon=), it goes in dataDir, named the same way
 // (worker-static.horizon, worker-static.<layout>.horizon, ...).
 func coordinatorFor(base, dataDir, layoutName, nodeKey string) string {
