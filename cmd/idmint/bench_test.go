@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	v1 "github.com/idmint/idmint/api/idmintv1"
+	"github.com/idmint/idmint/snowflake"
+)
+
+// seqServer is a fake idmint that issues the numbers of seq in turn (then
+// counts on from the last) on the Leaf route and /v1/keys/{key}/ids.
+type seqServer struct {
+	mu   sync.Mutex
+	seq  []int64
+	next int
+	last int64
+}
+
+func (s *seqServer) take(n int) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int64, n)
+	for i := range out {
+		if s.next < len(s.seq) {
+			s.last = s.seq[s.next]
+			s.next++
+		} else {
+			s.last++
+		}
+		out[i] = s.last
+	}
+	return out
+}
+
+func (s *seqServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/segment/get/{key}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, s.take(1)[0])
+	})
+	mux.HandleFunc("/v1/keys/{key}/ids", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("count"))
+		var b strings.Builder
+		b.WriteString(`{"key":"order","strategy":"segment","ids":[`)
+		for i, id := range s.take(n) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%q", strconv.FormatInt(id, 10))
+		}
+		b.WriteString("]}\n")
+		w.Write([]byte(b.String())) // over 2 KiB: net/http answers chunked
+	})
+	return mux
+}
+
+type grpcSeq struct {
+	v1.UnimplementedIDsServer
+	s *seqServer
+}
+
+func (g grpcSeq) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (*v1.NextIDsResponse, error) {
+	return &v1.NextIDsResponse{Key: r.Key, Strategy: "segment", Ids: g.s.take(int(r.Count))}, nil
+}
+
+type benchJSON struct {
+	Runs []benchRun `json:"runs"`
+}
+
+func decodeBench(t *testing.T, out string) benchJSON {
+	t.Helper()
+	var r benchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Runs) == 0 {
+		t.Fatalf("bench --json printed %q: %v", out, err)
+	}
+	return r
+}
+
+// --check finds the duplicate and both IDs that do not increase, over
+// HTTP (bare and chunked JSON answers) and gRPC, and fails the command.
+func TestBenchCheckFindsDuplicateAndDisorder(t *testing.T) {
+	// 3 repeats (a duplicate, not above its predecessor), 4 comes after 5.
+	seq := []int64{1, 2, 3, 3, 5, 4, 6, 7}
+	start := func(t *testing.T, proto string, s *seqServer) string {
+		if proto == "grpc" {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := grpc.NewServer()
+			v1.RegisterIDsServer(g, grpcSeq{s: s})
+			go g.Serve(ln)
+			t.Cleanup(g.Stop)
+			return "grpc://" + ln.Addr().String()
+		}
+		ts := httptest.NewServer(s.handler())
+		t.Cleanup(ts.Close)
+		return ts.URL
+	}
+	for _, c := range []struct {
+		name, proto, route string
+		count              string
+	}{
+		{"leaf route", "http", "leaf-segment", "1"},
+		{"ids route chunked", "http", "ids", "300"},
+		{"grpc", "grpc", "ids", "300"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			target := start(t, c.proto, &seqServer{seq: seq})
+			code, out, errOut := runCLI(t, "bench", "--target", target, "--route", c.route, "--count", c.count, "-c", "1", "-n", "10", "--check", "--json")
+			if code != 1 || !strings.Contains(errOut, "check failed") {
+				t.Fatalf("exit %d, stderr %q; want 1 and check failed", code, errOut)
+			}
+			r := decodeBench(t, out).Runs[0]
+			n, _ := strconv.Atoi(c.count)
+			if ch := r.Check; ch == nil || ch.IDs != int64(10*n) || ch.Duplicates != 1 || ch.OutOfOrder != 2 || !ch.OrderChecked {
+				t.Fatalf("check %+v, want %d IDs, 1 duplicate, 2 out of order (errors %d: %s)", ch, 10*n, r.Errors, r.FirstError)
+			}
+
+			// The same server without the fault passes.
+			target = start(t, c.proto, &seqServer{})
+			code, out, errOut = runCLI(t, "bench", "--target", target, "--route", c.route, "--count", c.count, "-c", "4", "-n", "40", "--check", "--json")
+			if code != 0 {
+				t.Fatalf("clean server: exit %d, stderr %q", code, errOut)
+			}
+			if ch := decodeBench(t, out).Runs[0].Check; ch.IDs != int64(40*n) || ch.Duplicates != 0 || ch.OutOfOrder != 0 {
+				t.Fatalf("clean server: check %+v", ch)
+			}
+		})
+	}
+}
+
+// fakeLoadClock is a clock that only ops move.
+type fakeLoadClock struct {
+	mu sync.Mutex
+	t  time.Duration
+}
+
+func (c *fakeLoadClock) since() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *fakeLoadClock) sleepUntil(_ context.Context, d time.Duration) {
+	c.mu.Lock()
+	c.t = max(c.t, d)
+	c.mu.Unlock()
+}
+func (c *fakeLoadClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t += d
+	c.mu.Unlock()
+}
+func (c *fakeLoadClock) wall() int64 { return int64(c.since()) }
+
+// Open loop at 1,000 requests/s, each answered in 0.5 ms, but request 100
+// stalls 100 ms. The ~100 requests that fell due during the stall are timed
+// from when they were due, so p99 shows the stall; a load generator that
+// timed from the send (coordinated omission) would report 0.5 ms.
+func TestBenchOpenLoopCorrectsCoordinatedOmission(t *testing.T) {
+	clk := &fakeLoadClock{}
+	calls := 0
+	o := func(ctx context.Context, dst []int64) (int, error) {
+		calls++
+		if calls == 100 {
+			clk.advance(100 * time.Millisecond)
+		} else {
+			clk.advance(500 * time.Microsecond)
+		}
+		return 1, nil
+	}
+	res := runLoad(context.Background(), loadSpec{workers: 1, rate: 1000, requests: 1000, count: 1}, clk, []op{o}, 0, nil)
+	if res.reqs != 1000 {
+		t.Fatalf("%d requests, want 1000", res.reqs)
+	}
+	if p50 := time.Duration(res.lat.ValueAt(0.5)); p50 > time.Millisecond {
+		t.Errorf("p50 %v, want the 0.5 ms of an unstalled request", p50)
+	}
+	if p90 := time.Duration(res.lat.ValueAt(0.9)); p90 < 20*time.Millisecond {
+		t.Errorf("p90 %v, want ≥ 20 ms: a tenth of the requests were due during the 100 ms stall", p90)
+	}
+	if mx := time.Duration(res.lat.Max()); mx < 100*time.Millisecond {
+		t.Errorf("max %v, want ≥ 100 ms", mx)
+	}
+	// The run keeps its schedule: 1,000 requests take about 1 s, not 1.1 s.
+	if res.elapsed > 1050*time.Millisecond {
+		t.Errorf("elapsed %v: the open loop fell behind its schedule for good", res.elapsed)
+	}
+
+	// Closed loop on the same clock: -n ends it, every request counts.
+	clk2 := &fakeLoadClock{}
+	o2 := func(ctx context.Context, dst []int64) (int, error) { clk2.advance(time.Millisecond); return 5, nil }
+	res = runLoad(context.Background(), loadSpec{workers: 3, requests: 30, count: 5}, clk2, []op{o2, o2, o2}, 0, nil)
+	if res.reqs != 30 || res.ids != 150 {
+		t.Errorf("closed loop: %d requests, %d IDs; want 30 and 150", res.reqs, res.ids)
+	}
+}
+
+// --stamp measures how far a stamp lies before the request: a server whose
+// stamps are 50 ms stale shows a lag of ≥ 50 ms, a punctual one below one
+// tick, and a stamp from the future counts as ahead.
+func TestBenchStampLag(t *testing.T) {
+	l, _ := snowflake.Lookup("leaf")
+	node := map[string]int64{}
+	for _, f := range l.NodeFields() {
+		node[f.Name] = 1
+	}
+	for _, c := range []struct {
+		name         string
+		skew         time.Duration
+		minP99       time.Duration
+		maxP99       time.Duration
+		ahead, exact bool
+	}{
+		{name: "stale", skew: -50 * time.Millisecond, minP99: 50 * time.Millisecond, maxP99: 60 * time.Millisecond},
+		{name: "punctual", skew: 0, minP99: 0, maxP99: 1100 * time.Microsecond},
+		{name: "ahead", skew: 20 * time.Millisecond, minP99: 15 * time.Millisecond, maxP99: 25 * time.Millisecond, ahead: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			seq := int64(0)
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				seq = (seq + 1) % 4096
+				id, err := snowflake.Compose(l, snowflake.Parts{Time: time.Now().Add(c.skew), Node: node, Sequence: seq})
+				mu.Unlock()
+				if err != nil {
+					http.Error(w, err.Error(), 500)
+					return
+				}
+				fmt.Fprint(w, id)
+			}))
+			defer ts.Close()
+			code, out, errOut := runCLI(t, "bench", "--target", ts.URL, "--route", "leaf-snowflake", "-c", "2", "-n", "200", "--stamp", "leaf", "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			r := decodeBench(t, out).Runs[0]
+			if r.StampLagUs == nil {
+				t.Fatalf("no stamp lag in %s", out)
+			}
+			p99 := time.Duration(r.StampLagUs.P99 * 1000)
+			if p99 < c.minP99 || p99 > c.maxP99 {
+				t.Errorf("stamp lag p99 %v, want between %v and %v", p99, c.minP99, c.maxP99)
+			}
+			if (r.StampsAhead > 0) != c.ahead {
+				t.Errorf("%d stamps ahead, want ahead=%v", r.StampsAhead, c.ahead)
+			}
+		})
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--count", "0"}, "--count: 0"},
+		{[]string{"-c", "0"}, "-c: 0"},
+		{[]string{"--rate", "-1"}, "--rate: -1"},
+		{[]string{"--target", "ftp://x:1"}, `scheme "ftp"`},
+		{[]string{"--target", "http://a:1,grpc://b:2"}, "mixes HTTP and gRPC"},
+		{[]string{"--route", "nope"}, `"nope" is not one of`},
+		{[]string{"--route", "leaf-segment", "--count", "5"}, "issues one ID per request"},
+		{[]string{"--target", "grpc://a:1", "--route", "leaf-segment"}, "HTTP-only"},
+		{[]string{"--stamp", "nolayout"}, `no layout called "nolayout"`},
+		{[]string{"--target", "floor", "--check"}, "need an idmint target"},
+		{[]string{"-d", "0s"}, "-d: 0s"},
+	} {
+		code, _, errOut := runCLI(t, append([]string{"bench"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("bench %v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// The floor answers increasing numbers through the lean client, and a
+// server that refuses connections is reported, not hung on.
+func TestBenchFloorHandlerAndRefusedTarget(t *testing.T) {
+	ts := httptest.NewServer(floorHandler())
+	defer ts.Close()
+	c := newHTTPConn(strings.TrimPrefix(ts.URL, "http://"), "/", "")
+	defer c.close()
+	o := httpOp(c, httpRoute{name: "floor", parse: parseBareID}, 1)
+	dst := make([]int64, 1)
+	for want := int64(1); want <= 3; want++ {
+		if n, err := o(context.Background(), dst); err != nil || n != 1 || dst[0] != want {
+			t.Fatalf("floor answer %d: n=%d id=%d err=%v", want, n, dst[0], err)
+		}
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	code, _, errOut := runCLI(t, "bench", "--target", "http://"+addr, "-c", "1", "-n", "3")
+	if code != 1 || !strings.Contains(errOut, "every request failed") {
+		t.Errorf("refused target: exit %d, stderr %q", code, errOut)
+	}
+}
