@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,7 +30,8 @@ func monotonicStrategy() server.Strategy {
 			"persisted, fenced bound; followers forward (options: form: counter (default) or timestamp (Unix ms<<18 | logical); " +
 			"etcd: host:port[,host:port] (default: the coordinator's, when it is etcd://; none: single node, bound in the data directory); " +
 			"ttl: leadership lease in whole seconds, default 5; window: counter headroom, default 100000; time_window: timestamp headroom, default 3s; " +
-			"peer_listen: the internal forwarding listener, default 127.0.0.1:0; advertise: the address peers reach it at, default its own)",
+			"peer_listen: the internal forwarding listener, default 127.0.0.1:0, non-loopback only with admin_token, which authenticates forwarded requests; " +
+			"advertise: the address peers reach it at, default its own)",
 		Check: checkMonotonic,
 		New:   newMonotonic,
 	}
@@ -65,6 +67,18 @@ func checkMonotonic(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			}
 		}
 	}
+	if v, ok := k.Options["peer_listen"]; ok {
+		host, _, err := net.SplitHostPort(v)
+		switch {
+		case err != nil:
+		case !loopbackHost(host) && cfg.AdminToken == "":
+			ps = append(ps, server.Problem{Field: "options.peer_listen", Value: v,
+				Message: "a non-loopback forwarding listener needs admin_token (forwarded requests are authenticated with a token derived from it)"})
+		case (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) && k.Options["advertise"] == "":
+			ps = append(ps, server.Problem{Field: "options.advertise", Value: "",
+				Message: "needed when peer_listen is a wildcard address (" + v + "): the address the other nodes reach this one at"})
+		}
+	}
 	if k.Step != 0 {
 		ps = append(ps, server.Problem{Field: "step", Value: strconv.FormatInt(k.Step, 10), Message: "monotonic keys have no segment step; the bound's headroom is options.window"})
 	}
@@ -82,17 +96,38 @@ func etcdHosts(v string) ([]string, error) {
 	return hs, nil
 }
 
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// MonotonicOptionPrefix is the etcd prefix under which keys with their own
+// options.etcd keep their state (monotonic.Leaders lists it).
+const MonotonicOptionPrefix = "/idmint/monotonic/"
+
 // monotonicEtcd returns the etcd endpoints and key prefix for a key: its
-// own etcd option under /idmint/monotonic/, or the coordinator's
+// own etcd option under MonotonicOptionPrefix, or the coordinator's
 // (etcd://h1,h2/prefix?name=N: under prefix/N/monotonic/).
 func monotonicEtcd(cfg *server.Config, k server.KeyConfig) (hosts []string, prefix string, err error) {
 	if v, ok := k.Options["etcd"]; ok {
 		hs, err := etcdHosts(v)
-		return hs, "/idmint/monotonic/", err
+		return hs, MonotonicOptionPrefix, err
 	}
-	u, err := url.Parse(cfg.Coordinator)
+	hosts, prefix = MonotonicCoordinatorPrefix(cfg.Coordinator)
+	return hosts, prefix, nil
+}
+
+// MonotonicCoordinatorPrefix returns the etcd endpoints and the prefix
+// under which monotonic keys of a node whose coordinator is the etcd:// URL
+// coordinator keep their state (etcd://h1,h2/prefix?name=N:
+// prefix/N/monotonic/), or nothing when it is not an etcd:// URL.
+func MonotonicCoordinatorPrefix(coordinator string) (hosts []string, prefix string) {
+	u, err := url.Parse(coordinator)
 	if err != nil || !strings.EqualFold(u.Scheme, "etcd") {
-		return nil, "", nil
+		return nil, ""
 	}
 	var hs []string
 	for _, h := range strings.Split(u.Host, ",") {
@@ -109,7 +144,7 @@ func monotonicEtcd(cfg *server.Config, k server.KeyConfig) (hosts []string, pref
 	if name == "" {
 		name = "default"
 	}
-	return hs, p + "/" + name + "/monotonic/", nil
+	return hs, p + "/" + name + "/monotonic/"
 }
 
 // monotonicCluster is the etcd client and peer listener every monotonic
@@ -158,7 +193,9 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 		if err != nil {
 			return nil, fmt.Errorf("monotonic: etcd %s: %w", strings.Join(hosts, ","), err)
 		}
-		p, err := monotonic.ListenPeers(peerListen)
+		// Forwarded requests carry a token derived from admin_token, when
+		// set (every node of a cluster shares it).
+		p, err := monotonic.ListenPeers(peerListen, monotonic.WithSecret([]byte(env.Config.AdminToken)))
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -175,7 +212,7 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 	mc := res.(*monotonicCluster)
 	e, err := monotonic.NewEtcd(monotonic.EtcdConfig{
 		Client: mc.cli, Prefix: prefix + sanitize(name) + "/", Name: name, Form: form, Window: window, TimeWindow: twindow,
-		TTL: time.Duration(ttl) * time.Second, Advertise: mc.addr, Forward: mc.peers, Clock: env.Clock,
+		TTL: time.Duration(ttl) * time.Second, Advertise: mc.addr, Forward: mc.peers, NodeName: nodeName(), Clock: env.Clock,
 		Logger: env.Logger.With("key", name),
 	})
 	if err != nil {
@@ -297,4 +334,13 @@ func (k *monotonicKey) Close(ctx context.Context) error {
 		k.peers.Remove(k.name)
 	}
 	return k.src.Close()
+}
+
+// nodeName names this process in `idmint leaders`: host name and pid.
+func nodeName() string {
+	h, err := os.Hostname()
+	if err != nil {
+		h = "unknown-host"
+	}
+	return fmt.Sprintf("%s (pid %d)", h, os.Getpid())
 }
