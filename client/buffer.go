@@ -251,7 +251,8 @@ type RefillEvent struct {
 type Range struct{ First, Count int64 }
 
 // refill fetches size IDs into the queue, request by request (at most
-// MaxCount each), and ends the flight.
+// maxCount each, lowered when a server refuses that many), and ends the
+// flight.
 func (k *keyState) refill(f *flight, size int64) {
 	c := k.c
 	defer c.wg.Done()
@@ -268,7 +269,7 @@ func (k *keyState) refill(f *flight, size int64) {
 		}
 	case modeRange:
 		for ev.Got < size && err == nil {
-			n := int(min(size-ev.Got, int64(c.opts.MaxCount)))
+			n := c.count(size - ev.Got)
 			var r Range
 			r, err = do(ctx, c.pool, k.name, func(ctx context.Context, t transport) (Range, error) {
 				first, count, err := t.rangeOf(ctx, k.name, k.token, n)
@@ -282,6 +283,10 @@ func (k *keyState) refill(f *flight, size int64) {
 				err = nil
 				break
 			}
+			if c.fewer(err, n) {
+				err = nil
+				continue
+			}
 			if err == nil {
 				ev.Got += r.Count
 				ev.Ranges = append(ev.Ranges, r)
@@ -290,7 +295,7 @@ func (k *keyState) refill(f *flight, size int64) {
 		}
 	case modeBatch:
 		for ev.Got < size && err == nil {
-			n := int(min(size-ev.Got, int64(c.opts.MaxCount)))
+			n := c.count(size - ev.Got)
 			var ids []int64
 			ids, err = do(ctx, c.pool, k.name, func(ctx context.Context, t transport) ([]int64, error) {
 				_, ids, text, err := t.ids(ctx, k.name, k.token, n)
@@ -299,6 +304,10 @@ func (k *keyState) refill(f *flight, size int64) {
 				}
 				return ids, err
 			})
+			if c.fewer(err, n) {
+				err = nil
+				continue
+			}
 			if err == nil {
 				ev.Got += int64(len(ids))
 				k.push(newChunk(0, int64(len(ids)), ids))

@@ -28,6 +28,32 @@ type Client struct {
 
 	closed atomic.Bool
 	wg     sync.WaitGroup // background refills
+
+	// maxCount is the most IDs one request asks for: Options.MaxCount,
+	// lowered when a server answers bad_count (its max_count is lower).
+	maxCount atomic.Int64
+}
+
+// count returns how many IDs a request for want asks for.
+func (c *Client) count(want int64) int { return int(min(want, c.maxCount.Load())) }
+
+// fewer lowers the request size after a server refused n IDs with
+// bad_count, and reports whether a smaller request is worth sending. The
+// servers' max_count is not published, so the client halves until it fits.
+func (c *Client) fewer(err error, n int) bool {
+	var ce *Error
+	if n <= 1 || !errors.As(err, &ce) || ce.Code != "bad_count" {
+		return false
+	}
+	for {
+		cur := c.maxCount.Load()
+		if cur < int64(n) {
+			return true // another request lowered it already
+		}
+		if c.maxCount.CompareAndSwap(cur, int64(n/2)) {
+			return true
+		}
+	}
 }
 
 // New returns a client of the servers at endpoints: http://host:port,
@@ -42,6 +68,7 @@ func New(endpoints []string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: opts, clk: opts.Clock}
+	c.maxCount.Store(int64(opts.MaxCount))
 	c.pool = &pool{clk: opts.Clock, opts: &c.opts, hooks: &c.opts.Hooks}
 	seen := map[string]bool{}
 	for _, u := range endpoints {
@@ -350,22 +377,27 @@ func (e *WaitError) Unwrap() []error {
 	return out
 }
 
-// direct asks an endpoint for len(dst) IDs (at most MaxCount) of a key
+// direct asks an endpoint for len(dst) IDs (at most maxCount) of a key
 // that is not prefetched: each call is its own request, sent after the
 // call began, so a monotonic key stays linearizable.
 func (c *Client) direct(ctx context.Context, k *keyState, dst []int64) (int, error) {
-	n := min(len(dst), c.opts.MaxCount)
-	ids, err := do(ctx, c.pool, k.name, func(ctx context.Context, t transport) ([]int64, error) {
-		_, ids, text, err := t.ids(ctx, k.name, k.token, n)
-		if err == nil && text {
-			return nil, k.textErr()
+	for {
+		n := c.count(int64(len(dst)))
+		ids, err := do(ctx, c.pool, k.name, func(ctx context.Context, t transport) ([]int64, error) {
+			_, ids, text, err := t.ids(ctx, k.name, k.token, n)
+			if err == nil && text {
+				return nil, k.textErr()
+			}
+			return ids, err
+		})
+		if err != nil {
+			if c.fewer(err, n) {
+				continue
+			}
+			return 0, err
 		}
-		return ids, err
-	})
-	if err != nil {
-		return 0, err
+		return copy(dst, ids), nil
 	}
-	return copy(dst, ids), nil
 }
 
 // Buffered returns how many IDs of key the client holds.

@@ -295,3 +295,31 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("Next over TLS with the server's certificate trusted: %v", err)
 	}
 }
+
+// TestServerMaxCountLower: servers whose max_count is below the client's
+// MaxCount answer bad_count; the client halves its requests until they fit
+// instead of failing every refill, for prefetched and direct keys alike.
+func TestServerMaxCountLower(t *testing.T) {
+	cl := newCluster()
+	cl.max = 300
+	n := newFakeNode(t, cl)
+	c := newClient(t, []string{n.srv.URL}, Options{MinBatch: 2000})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, key := range []string{"order", "flake", "mono"} {
+		dst := make([]int64, 1000)
+		if err := c.NextN(ctx, key, dst); err != nil {
+			t.Fatalf("%s: NextN(1000) from servers taking at most 300: %v", key, err)
+		}
+		seen := map[int64]bool{}
+		for _, id := range dst {
+			if seen[id] {
+				t.Fatalf("%s: %d twice", key, id)
+			}
+			seen[id] = true
+		}
+	}
+	if m := c.maxCount.Load(); m > 300 {
+		t.Fatalf("request size still %d after the server refused more than 300", m)
+	}
+}

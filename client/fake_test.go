@@ -30,6 +30,7 @@ type cluster struct {
 	issued  atomic.Int64 // IDs handed out by all nodes
 	token   string       // required for key "secret"
 	counted sync.Map     // key -> *atomic.Int64 requests
+	max     int          // the nodes' max_count; 0: 10000
 }
 
 func newCluster() *cluster { return &cluster{next: map[string]int64{}, token: "s3cret"} }
@@ -135,7 +136,11 @@ func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	count, err := strconv.Atoi(r.URL.Query().Get("count"))
-	if err != nil || count < 1 || count > 10000 {
+	maxCount := 10000
+	if n.c.max > 0 {
+		maxCount = n.c.max
+	}
+	if err != nil || count < 1 || count > maxCount {
 		writeErr(w, 400, "bad_count", "count", "count: "+r.URL.Query().Get("count")+" is out of range")
 		return
 	}
