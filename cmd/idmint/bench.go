@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -114,6 +115,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	check := fs.Bool("check", false, "keep every ID: fail on a duplicate, or an ID not above the previous one on the same worker (8 bytes of memory per ID)")
 	stamp := fs.String("stamp", "", "decode every ID with this snowflake layout (idmint serve issues leaf) and report how far its stamp lies outside [sent, received]")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file (go tool pprof)")
 	floorServer := fs.Bool("floor-server", false, "internal: be the floor (print the address, serve until stdin closes)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
@@ -140,6 +142,17 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	f.progress = !f.json && isTerminal(e.stderr)
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	var runs []benchRun
 	var floorRate float64
