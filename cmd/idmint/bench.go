@@ -92,6 +92,7 @@ type benchFlags struct {
 	duration time.Duration
 	requests int64
 	client   bool
+	maxCount int
 	floor    bool
 	check    bool
 	stamp    string
@@ -110,6 +111,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	rate := fs.Float64("rate", 0, "requests per second in total, open loop; 0: closed loop")
 	dur := fs.Duration("d", 10*time.Second, "how long each run lasts")
 	n := fs.Int64("n", 0, "requests per run instead of a duration")
+	maxCount := fs.Int("max-count", 0, "with --client: client.Options.MaxCount, the most IDs one request asks for (the servers' max_count; default the client's 10000)")
 	useClient := fs.Bool("client", false, "draw IDs through the Go client (client.Next with its adaptive prefetch) from all targets")
 	floor := fs.Bool("floor", false, "first run the same load against a bare net/http counter in this process, and report each run's req/s as a fraction of it")
 	check := fs.Bool("check", false, "keep every ID: fail on a duplicate, or an ID not above the previous one on the same worker (8 bytes of memory per ID)")
@@ -124,7 +126,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return serveFloor(e)
 	}
 	f := benchFlags{key: *key, token: *token, count: *count, workers: *workers, rate: *rate, duration: *dur, requests: *n,
-		client: *useClient, floor: *floor, check: *check, stamp: *stamp, json: *asJSON}
+		maxCount: *maxCount, client: *useClient, floor: *floor, check: *check, stamp: *stamp, json: *asJSON}
 	if f.token == "" && e.getenv != nil {
 		f.token = e.getenv("IDMINT_TOKEN")
 	}
@@ -219,6 +221,10 @@ func (f *benchFlags) validate() error {
 		return usagef("-n: %d must not be negative", f.requests)
 	case f.requests == 0 && f.duration <= 0:
 		return usagef("-d: %v must be positive (or give -n)", f.duration)
+	case f.maxCount < 0 || f.maxCount > 1_000_000:
+		return usagef("--max-count: %d must be between 1 and 1000000 (0: the client's default)", f.maxCount)
+	case f.maxCount != 0 && !f.client:
+		return usagef("--max-count: %d is a client option; add --client", f.maxCount)
 	case len(f.routes) == 0:
 		return usagef("--route: none given; want one of %s", strings.Join(routeNames(), ", "))
 	}
@@ -354,7 +360,7 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 	}
 	label := strings.Join(targets, ",")
 	if f.client {
-		c, err := client.New(targets, client.Options{Token: f.token})
+		c, err := client.New(targets, client.Options{Token: f.token, MaxCount: f.maxCount})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("--target: %w", err)
 		}
