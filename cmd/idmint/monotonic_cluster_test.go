@@ -30,9 +30,10 @@ import (
 //
 //  1. kill -9 of the leader (the failover time is measured and logged),
 //     then the killed node restarted on its data;
-//  2. SIGSTOP of the leader past its TTL; requests sent to it after the new
-//     leader answered wait in its socket; SIGCONT: it must answer none of
-//     them with a value of its old term;
+//  2. SIGSTOP of the leader past its TTL (and its way to etcd blackholed
+//     meanwhile, so on waking only its own clock can stop it); requests
+//     sent to it after the new leader answered wait in its socket;
+//     SIGCONT: it must answer none of them with a value of its old term;
 //  3. etcd killed with kill -9 and started again on its data: every node
 //     refuses once no lease can be proven, and issues again on its own;
 //  4. the leader cut from etcd (its proxy blackholed) while clients still
@@ -367,6 +368,10 @@ func TestMonotonicClusterLinearizable(t *testing.T) {
 	}
 	monoWaitState(t, l.d.cmd.Process.Pid, 'T')
 	paused := h.now()
+	// Its way to etcd is blackholed too while it sleeps, so when it wakes
+	// it cannot learn at once that its lease is gone: only its own clock
+	// (the fence) keeps it from answering from its old term.
+	l.proxy.Blackhole()
 	t.Logf("%v: leader %s stopped", paused, l.name)
 	next := leader("while the old leader is stopped", l)
 	issues(next, 20, paused, "new leader while the old one is stopped")
@@ -374,9 +379,10 @@ func TestMonotonicClusterLinearizable(t *testing.T) {
 	// they wait in its socket, and when it wakes must not get a value of
 	// its old term (lincheck checks them with the rest).
 	lateSent := h.now()
+	before := monoMaxBefore(h, lateSent)
 	base := *l.base.Load()
 	var late sync.WaitGroup
-	for i := range 4 {
+	for i := range 8 {
 		late.Go(func() {
 			hc := &http.Client{Timeout: monoWait}
 			defer hc.CloseIdleConnections()
@@ -392,8 +398,16 @@ func TestMonotonicClusterLinearizable(t *testing.T) {
 	resumed := h.now()
 	t.Logf("%v: %s resumed after %v", resumed, l.name, resumed-paused)
 	monoWaitGroup(t, &late, "the requests sent to the stopped leader to be answered")
+	l.proxy.Heal()
+	for _, op := range h.answered(l.name+"/late", lateSent) {
+		for _, id := range op.ids {
+			if id <= before {
+				t.Fatalf("the stopped leader, woken, answered %v to a request sent at %v, not above %d answered before it was sent", op.ids, op.sent, before)
+			}
+		}
+	}
 	lateOK, lateRefused := h.count(l.name+"/late", lateSent)
-	t.Logf("requests sent to the stopped leader after its successor answered: %d answered (forwarded to the new leader), %d refused",
+	t.Logf("requests sent to the stopped leader after its successor answered: %d answered above every earlier ID (forwarded), %d refused",
 		lateOK, lateRefused)
 	issues(l, 20, resumed, "stopped leader resumed")
 
@@ -483,6 +497,21 @@ func monoFirstAnswer(h *monoHistory, since time.Duration) time.Duration {
 		}
 	}
 	return first
+}
+
+// monoMaxBefore returns the highest ID answered before at.
+func monoMaxBefore(h *monoHistory, at time.Duration) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var top int64
+	for _, op := range h.ok {
+		if op.recv < at {
+			for _, id := range op.ids {
+				top = max(top, id)
+			}
+		}
+	}
+	return top
 }
 
 // monoIsLeader reports whether the node at base says, on /metrics, that it
