@@ -24,6 +24,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
 	mux.Handle("/metrics", s.metrics.handler())
+	// The dashboard (ui.go).
+	s.uiRoutes(mux)
 	mux.HandleFunc("/", s.notFound)
 }
 

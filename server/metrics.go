@@ -32,13 +32,14 @@ const (
 	routeGRPCRange
 	routeGRPCDecode
 	routeGRPCStream
+	routeUI
 	numRoutes
 )
 
 var routeNames = [numRoutes]string{
 	"leaf_segment", "leaf_snowflake", "leaf_decode", "cache", "db",
 	"ids", "range", "snowflake", "decode", "keys", "key", "healthz", "readyz", "other",
-	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream",
+	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream", "ui",
 }
 
 type metrics struct {

@@ -17,6 +17,9 @@ const RefusalLogEvery = 10 * time.Second
 type refusalLog struct {
 	next       atomic.Int64 // Mono (ns) before which refusals are only counted
 	suppressed atomic.Int64 // refusals not logged since the last line
+
+	uiNext       atomic.Int64 // Mono (ns) before which refusals skip the dashboard's list
+	uiSuppressed atomic.Int64 // refusals not listed since the key's last entry
 }
 
 // issuerRefused maps an issuer's error to the answer and logs the server's
@@ -32,6 +35,7 @@ func (s *Server) issuerRefused(k *key, err error) apiError {
 // logRefusal logs k's refusal unless one was logged less than
 // RefusalLogEvery ago, in which case it only counts it.
 func (s *Server) logRefusal(k *key, err error) {
+	s.noteRefusal(k, err)
 	now := int64(s.clk.Mono())
 	next := k.refusals.next.Load()
 	if now < next || !k.refusals.next.CompareAndSwap(next, now+int64(RefusalLogEvery)) {

@@ -56,6 +56,7 @@ type Server struct {
 
 	adminToken []tokenHash
 	closed     atomic.Bool
+	ui         uiState // the dashboard's recent errors and rate history
 }
 
 // key is one served key: its config and issuer with the capabilities
@@ -296,7 +297,11 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if st := s.adminAuth(r); st != 0 {
+		// The dashboard's static files hold no data, and a browser loading
+		// the page cannot send the token: with an admin token they are
+		// served to anyone reaching the listener (the page then asks for
+		// the token); without one, to loopback only, like the rest.
+		if st := s.adminAuth(r); st != 0 && !(len(s.adminToken) > 0 && uiPublic(r.URL.Path)) {
 			s.writeAuthError(w, st)
 			return
 		}

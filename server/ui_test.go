@@ -1,0 +1,269 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func getUIState(t *testing.T, h http.Handler, hdr map[string]string) UIState {
+	t.Helper()
+	w := do(h, req{target: "/ui/api/state", hdr: hdr})
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /ui/api/state = %d: %s", w.Code, w.Body)
+	}
+	var st UIState
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+		t.Fatalf("state is not JSON: %v: %s", err, w.Body)
+	}
+	return st
+}
+
+func uiKeyOf(t *testing.T, st UIState, name string) UIKey {
+	t.Helper()
+	for _, k := range st.Keys {
+		if k.Name == name {
+			return k
+		}
+	}
+	t.Fatalf("key %q not in the state: %+v", name, st.Keys)
+	return UIKey{}
+}
+
+// TestUIPageEmbedded: the page and its assets come from the binary, with a
+// policy that lets nothing but the server's own files run or load; other
+// paths and methods are refused.
+func TestUIPageEmbedded(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct{ path, ctype, has string }{
+		{"/ui", "text/html; charset=utf-8", `src="/ui/app.js"`},
+		{"/ui/", "text/html; charset=utf-8", `href="/ui/app.css"`},
+		{"/ui/app.js", "text/javascript; charset=utf-8", "/ui/api/state"},
+		{"/ui/app.css", "text/css; charset=utf-8", "svg.spark"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			w := do(f.h, req{target: tc.path})
+			if w.Code != http.StatusOK {
+				t.Fatalf("GET %s = %d: %s", tc.path, w.Code, w.Body)
+			}
+			if got := w.Header().Get("Content-Type"); got != tc.ctype {
+				t.Fatalf("Content-Type = %q, want %q", got, tc.ctype)
+			}
+			if !strings.Contains(w.Body.String(), tc.has) {
+				t.Fatalf("body lacks %q", tc.has)
+			}
+			csp := w.Header().Get("Content-Security-Policy")
+			for _, want := range []string{"default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"} {
+				if !strings.Contains(csp, want) {
+					t.Fatalf("Content-Security-Policy %q lacks %q", csp, want)
+				}
+			}
+		})
+	}
+	// No asset reaches outside the server (works offline, no CDN).
+	for _, name := range []string{"index.html", "app.js", "app.css"} {
+		w := do(f.h, req{target: "/ui/" + name})
+		if strings.Contains(w.Body.String(), "http://") && !strings.Contains(w.Body.String(), "http://www.w3.org/2000/svg") || strings.Contains(w.Body.String(), "https://") {
+			t.Errorf("/ui/%s names another site", name)
+		}
+	}
+	wantError(t, do(f.h, req{target: "/ui/nothing.js"}), http.StatusNotFound, CodeNotFound, "path")
+	wantError(t, do(f.h, req{target: "/ui/api/other"}), http.StatusNotFound, CodeNotFound, "path")
+	wantError(t, do(f.h, req{method: http.MethodPost, target: "/ui"}), http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method")
+	wantError(t, do(f.h, req{method: http.MethodPost, target: "/ui/api/state"}), http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method")
+	if w := do(f.h, req{method: http.MethodHead, target: "/ui"}); w.Code != http.StatusOK || w.Body.Len() != 0 {
+		t.Fatalf("HEAD /ui = %d with %d bytes", w.Code, w.Body.Len())
+	}
+}
+
+// TestUIStateAdminOnly: the state is guarded exactly like /v1/keys, on
+// both listeners; the page itself loads on the admin listener without the
+// token (a browser cannot send it), which only the state needs.
+func TestUIStateAdminOnly(t *testing.T) {
+	t.Run("token", func(t *testing.T) {
+		f := newFixture(t, func(c *Config) { c.AdminToken = adminTok })
+		for name, h := range map[string]http.Handler{"public": f.h, "admin": f.adm} {
+			wantError(t, do(h, req{target: "/ui/api/state"}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
+			wantError(t, do(h, req{target: "/ui/api/state", hdr: bearerHdr(keyTok)}), http.StatusForbidden, CodeForbidden, "Authorization")
+			wantError(t, do(h, req{target: "/ui/api/state?token=" + adminTok}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
+			if st := getUIState(t, h, bearerHdr(adminTok)); len(st.Keys) != 5 {
+				t.Fatalf("%s: %d keys, want 5", name, len(st.Keys))
+			}
+			if w := do(h, req{target: "/ui", remote: "192.0.2.7:5000"}); w.Code != http.StatusOK {
+				t.Fatalf("%s: GET /ui from afar = %d, want 200 (the page holds no data)", name, w.Code)
+			}
+		}
+		// The exemption covers the static files only.
+		wantError(t, do(f.adm, req{target: "/metrics"}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
+		wantError(t, do(f.adm, req{target: "/ui/api/state/"}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
+	})
+	t.Run("loopback", func(t *testing.T) {
+		f := newFixture(t, nil)
+		for _, h := range []http.Handler{f.h, f.adm} {
+			getUIState(t, h, nil)
+			wantError(t, do(h, req{target: "/ui/api/state", remote: "192.0.2.7:5000"}), http.StatusForbidden, CodeForbidden, "Authorization")
+		}
+		// Without a token the admin listener answers loopback only, the page too.
+		wantError(t, do(f.adm, req{target: "/ui", remote: "192.0.2.7:5000"}), http.StatusForbidden, CodeForbidden, "Authorization")
+	})
+}
+
+// TestUIStateFigures: every key with its strategy and issued count; the
+// count and the segment buffer move when IDs are issued; tokens and
+// secret options never appear.
+func TestUIStateFigures(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.Keys["order"] = KeyConfig{Strategy: "counter", Step: 2000, Options: map[string]string{"secret": "s3cr3t-value"}}
+	})
+	st := getUIState(t, f.h, nil)
+	if st.SampleEvery != UISampleEvery.Milliseconds() || !st.Now.Equal(f.clk.Now()) {
+		t.Fatalf("sample_every_ms %d, now %v", st.SampleEvery, st.Now)
+	}
+	if strings.Join(st.Strategies, ",") != "counter,snowflake,text" {
+		t.Fatalf("strategies = %v", st.Strategies)
+	}
+	var names []string
+	for _, k := range st.Keys {
+		names = append(names, k.Name+":"+k.Strategy)
+	}
+	if got := strings.Join(names, " "); got != "note:text order:counter secret:counter slow:counter snowflake:snowflake" {
+		t.Fatalf("keys = %s", got)
+	}
+	o := uiKeyOf(t, st, "order")
+	if o.Issued != 0 || !o.Ready || o.Step != 2000 || o.Segment == nil || o.Stats["segment_step"] != 2000 {
+		t.Fatalf("order before issuing: %+v", o)
+	}
+	if w := do(f.h, req{target: "/v1/keys/order/ids?count=250"}); w.Code != http.StatusOK {
+		t.Fatalf("ids: %d %s", w.Code, w.Body)
+	}
+	do(f.h, req{target: "/api/segment/get/order"})
+	st = getUIState(t, f.h, nil)
+	o2 := uiKeyOf(t, st, "order")
+	if o2.Issued != 251 {
+		t.Fatalf("issued = %d after 251 IDs", o2.Issued)
+	}
+	if sl := o2.Segment.Slots[0]; sl.Value != 251 || sl.Max != 2251 || sl.Step != 2000 || sl.Fill != 1 {
+		t.Fatalf("slot 0 = %+v", sl)
+	}
+	body := do(f.h, req{target: "/ui/api/state"}).Body.String()
+	for _, secret := range []string{keyTok, "s3cr3t-value"} {
+		if strings.Contains(body, secret) {
+			t.Fatalf("state shows %q", secret)
+		}
+	}
+}
+
+// TestUIHistory: a key's issued count is sampled at most every
+// UISampleEvery, at most UISamplesKept samples are kept, and a deleted
+// key's samples go with it.
+func TestUIHistory(t *testing.T) {
+	f := newFixture(t, nil)
+	if w := do(f.h, req{method: http.MethodPost, target: "/v1/keys", body: `{"name":"tmp","strategy":"counter"}`}); w.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	st := getUIState(t, f.h, nil)
+	if h := uiKeyOf(t, st, "order").History; len(h) != 1 || h[0] != [2]int64{f.clk.Now().UnixMilli(), 0} {
+		t.Fatalf("first history = %v", h)
+	}
+	do(f.h, req{target: "/v1/keys/order/ids?count=10"})
+	f.clk.Advance(UISampleEvery - time.Millisecond)
+	if h := uiKeyOf(t, getUIState(t, f.h, nil), "order").History; len(h) != 1 {
+		t.Fatalf("sampled again before UISampleEvery: %v", h)
+	}
+	f.clk.Advance(time.Millisecond)
+	if h := uiKeyOf(t, getUIState(t, f.h, nil), "order").History; len(h) != 2 || h[1] != [2]int64{f.clk.Now().UnixMilli(), 10} {
+		t.Fatalf("history after UISampleEvery = %v", h)
+	}
+	for range UISamplesKept + 5 {
+		do(f.h, req{target: "/v1/keys/order/ids?count=1"})
+		f.clk.Advance(UISampleEvery)
+		getUIState(t, f.h, nil)
+	}
+	h := uiKeyOf(t, getUIState(t, f.h, nil), "order").History
+	if len(h) != UISamplesKept {
+		t.Fatalf("%d samples kept, want %d", len(h), UISamplesKept)
+	}
+	for i := 1; i < len(h); i++ {
+		if h[i][0]-h[i-1][0] != UISampleEvery.Milliseconds() || h[i][1] < h[i-1][1] {
+			t.Fatalf("samples out of order at %d: %v", i, h[i-1:i+1])
+		}
+	}
+	if last := h[len(h)-1]; last[0] != f.clk.Now().UnixMilli() || last[1] != 10+UISamplesKept+5 {
+		t.Fatalf("newest sample = %v", last)
+	}
+	if w := do(f.h, req{method: http.MethodDelete, target: "/v1/keys/tmp"}); w.Code != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", w.Code, w.Body)
+	}
+	getUIState(t, f.h, nil)
+	f.s.ui.mu.Lock()
+	_, kept := f.s.ui.samples["tmp"]
+	f.s.ui.mu.Unlock()
+	if kept {
+		t.Fatal("samples of a deleted key kept")
+	}
+}
+
+// TestUIRecentErrors: refusals from every route enter the list newest
+// first, one entry per key per second standing for the refusals in
+// between, and the list keeps the last UIErrorsKept.
+func TestUIRecentErrors(t *testing.T) {
+	f := newFixture(t, nil)
+	if st := getUIState(t, f.h, nil); len(st.Errors) != 0 {
+		t.Fatalf("errors before any refusal: %v", st.Errors)
+	}
+	f.cs.get("order").fail.Store(true)
+	for range 5 {
+		do(f.h, req{target: "/v1/keys/order/ids"})
+	}
+	do(f.h, req{target: "/api/segment/get/order"}) // Leaf's route refuses as well
+	st := getUIState(t, f.h, nil)
+	if len(st.Errors) != 1 {
+		t.Fatalf("errors = %+v, want 1 entry in the first second", st.Errors)
+	}
+	e := st.Errors[0]
+	if e.Key != "order" || e.Strategy != "counter" || e.Code != CodeUnavailable || e.Error != "counter: store unavailable" || e.Count != 1 || !e.Time.Equal(f.clk.Now()) {
+		t.Fatalf("entry = %+v", e)
+	}
+	f.clk.Advance(time.Second)
+	do(f.h, req{target: "/v1/keys/order/ids"})
+	st = getUIState(t, f.h, nil)
+	if len(st.Errors) != 2 || st.Errors[0].Count != 6 || !st.Errors[0].Time.After(st.Errors[1].Time) {
+		t.Fatalf("errors = %+v, want the newest first standing for 6 refusals", st.Errors)
+	}
+	for range UIErrorsKept + 3 {
+		f.clk.Advance(time.Second)
+		do(f.h, req{target: "/v1/keys/order/ids"})
+	}
+	st = getUIState(t, f.h, nil)
+	if len(st.Errors) != UIErrorsKept {
+		t.Fatalf("%d errors kept, want %d", len(st.Errors), UIErrorsKept)
+	}
+	if !st.Errors[0].Time.Equal(f.clk.Now()) {
+		t.Fatalf("newest entry at %v, want %v", st.Errors[0].Time, f.clk.Now())
+	}
+	for i := 1; i < len(st.Errors); i++ {
+		if !st.Errors[i].Time.Before(st.Errors[i-1].Time) {
+			t.Fatalf("entries not newest first at %d", i)
+		}
+	}
+}
+
+// TestUIErrorTruncated: a long error message is cut to uiErrorLen bytes
+// of valid UTF-8.
+func TestUIErrorTruncated(t *testing.T) {
+	f := newFixture(t, nil)
+	k := f.s.lookup("order")
+	f.s.noteRefusal(k, errLong(strings.Repeat("é", uiErrorLen)))
+	e := f.s.ui.recentErrors()[0]
+	if len(e.Error) > uiErrorLen+len("…") || !strings.HasSuffix(e.Error, "…") || !utf8Valid(e.Error) {
+		t.Fatalf("error kept as %d bytes: %q", len(e.Error), e.Error)
+	}
+}
+
+type errLong string
+
+func (e errLong) Error() string { return string(e) }
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
