@@ -269,7 +269,7 @@ func (k *keyState) refill(f *flight, size int64) {
 		}
 	case modeRange:
 		for ev.Got < size && err == nil {
-			n := c.count(size - ev.Got)
+			n := c.rangeCount(size - ev.Got)
 			var r Range
 			r, err = do(ctx, c.pool, k.name, func(ctx context.Context, t transport) (Range, error) {
 				first, count, err := t.rangeOf(ctx, k.name, k.token, n)
@@ -283,7 +283,7 @@ func (k *keyState) refill(f *flight, size int64) {
 				err = nil
 				break
 			}
-			if c.fewer(err, n) {
+			if c.fewerInRange(err, n) {
 				err = nil
 				continue
 			}

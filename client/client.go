@@ -31,26 +31,40 @@ type Client struct {
 
 	// maxCount is the most IDs one request asks for: Options.MaxCount,
 	// lowered when a server answers bad_count (its max_count is lower).
-	maxCount atomic.Int64
+	// maxRange is the same for range requests, which servers take up to
+	// 1,000,000 whatever their max_count (a range answer is two numbers).
+	maxCount, maxRange atomic.Int64
 }
+
+// maxRangeCount is the servers' limit for one range request
+// (server.MaxRangeCount).
+const maxRangeCount = 1_000_000
 
 // count returns how many IDs a request for want asks for.
 func (c *Client) count(want int64) int { return int(min(want, c.maxCount.Load())) }
 
+// rangeCount returns how many IDs a range request for want asks for.
+func (c *Client) rangeCount(want int64) int { return int(min(want, c.maxRange.Load())) }
+
 // fewer lowers the request size after a server refused n IDs with
 // bad_count, and reports whether a smaller request is worth sending. The
 // servers' max_count is not published, so the client halves until it fits.
-func (c *Client) fewer(err error, n int) bool {
+func (c *Client) fewer(err error, n int) bool { return lower(&c.maxCount, err, n) }
+
+// fewerInRange is fewer for range requests.
+func (c *Client) fewerInRange(err error, n int) bool { return lower(&c.maxRange, err, n) }
+
+func lower(limit *atomic.Int64, err error, n int) bool {
 	var ce *Error
 	if n <= 1 || !errors.As(err, &ce) || ce.Code != "bad_count" {
 		return false
 	}
 	for {
-		cur := c.maxCount.Load()
+		cur := limit.Load()
 		if cur < int64(n) {
 			return true // another request lowered it already
 		}
-		if c.maxCount.CompareAndSwap(cur, int64(n/2)) {
+		if limit.CompareAndSwap(cur, int64(n/2)) {
 			return true
 		}
 	}
@@ -69,6 +83,7 @@ func New(endpoints []string, opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, clk: opts.Clock}
 	c.maxCount.Store(int64(opts.MaxCount))
+	c.maxRange.Store(max(int64(opts.MaxCount), maxRangeCount))
 	c.pool = &pool{clk: opts.Clock, opts: &c.opts, hooks: &c.opts.Hooks}
 	seen := map[string]bool{}
 	for _, u := range endpoints {

@@ -121,12 +121,12 @@ func (s *Server) grpcKey(ctx context.Context, name string) (*key, error) {
 	return k, nil
 }
 
-func (s *Server) grpcCount(ctx context.Context, n uint32, field string) (int, error) {
+func (s *Server) grpcCount(ctx context.Context, n uint32, field string, max int) (int, error) {
 	if n == 0 {
 		return 1, nil
 	}
-	if int64(n) > int64(s.cfg.MaxCount) {
-		return 0, statusOf(ctx, apiError{status: 400, field: field, msg: strconv.FormatUint(uint64(n), 10) + " is out of range: must be between 1 and " + strconv.Itoa(s.cfg.MaxCount) + " (max_count)"})
+	if int64(n) > int64(max) {
+		return 0, statusOf(ctx, apiError{status: 400, field: field, msg: strconv.FormatUint(uint64(n), 10) + " is out of range: must be between 1 and " + strconv.Itoa(max)})
 	}
 	return int(n), nil
 }
@@ -171,8 +171,8 @@ func grpcStatus(err error) int {
 
 // grpcCountAndKey checks a request's count and key; on success the key is
 // read-locked and the caller unlocks it.
-func (s *Server) grpcCountAndKey(ctx context.Context, count uint32, name string) (int, *key, error) {
-	n, err := s.grpcCount(ctx, count, "count")
+func (s *Server) grpcCountAndKey(ctx context.Context, count uint32, name string, max int) (int, *key, error) {
+	n, err := s.grpcCount(ctx, count, "count", max)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -184,7 +184,7 @@ func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.N
 	s := g.s
 	start := s.clk.Mono()
 	defer func() { s.observeKey(routeGRPCIDs, r.GetKey(), grpcStatus(err), s.clk.Mono()-start) }()
-	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey())
+	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey(), s.cfg.MaxCount)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *
 	s := g.s
 	start := s.clk.Mono()
 	defer func() { s.observeKey(routeGRPCRange, r.GetKey(), grpcStatus(err), s.clk.Mono()-start) }()
-	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey())
+	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey(), s.rangeMax())
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (g *grpcIDs) StreamIDs(r *v1.StreamIDsRequest, stream grpc.ServerStreamingS
 	ctx := stream.Context()
 	start := s.clk.Mono()
 	defer func() { s.observeKey(routeGRPCStream, r.GetKey(), grpcStatus(err), s.clk.Mono()-start) }()
-	batch, err := s.grpcCount(ctx, r.GetBatch(), "batch")
+	batch, err := s.grpcCount(ctx, r.GetBatch(), "batch", s.cfg.MaxCount)
 	if err != nil {
 		return err
 	}

@@ -114,14 +114,14 @@ func (s *Server) snowflakeIDs(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observe(routeSnowflake, st, s.clk.Mono()-start)
 }
 
-// countAndKey is the start of every ID-issuing request: method, count and
-// key. On success the key is read-locked (the caller unlocks it) and st is
+// countAndKey is the start of every ID-issuing request: method, count (at
+// most max) and key. On success the key is read-locked (the caller unlocks it) and st is
 // 0; otherwise the error is written and st is its status.
-func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request) (n int, k *key, st int) {
+func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, max int) (n int, k *key, st int) {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return 0, nil, http.StatusMethodNotAllowed
 	}
-	n, err := parseCount(r.URL.RawQuery, s.cfg.MaxCount)
+	n, err := parseCount(r.URL.RawQuery, max)
 	if err != nil {
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
 		return 0, nil, http.StatusBadRequest
@@ -141,7 +141,7 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request) (n int, k *
 }
 
 func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy string) int {
-	n, k, st := s.countAndKey(w, r)
+	n, k, st := s.countAndKey(w, r, s.cfg.MaxCount)
 	if st != 0 {
 		return st
 	}
@@ -216,6 +216,16 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *key, err error)
 	return e.status
 }
 
+// MaxRangeCount is the most IDs a range request may ask for when max_count
+// is lower: a range's answer is two numbers whatever its size, so max_count,
+// which bounds answers, need not bound it. It stays within every ranger's
+// own limit (monotonic.MaxCount); a segment range also ends with its
+// segment.
+const MaxRangeCount = 1_000_000
+
+// rangeMax is the largest count a range request may ask for.
+func (s *Server) rangeMax() int { return max(s.cfg.MaxCount, MaxRangeCount) }
+
 // rangeIDs serves GET /v1/keys/{key}/range?count=N: a contiguous block of
 // up to N IDs, {"first","last","count"}; count may be less than N where a
 // segment ends.
@@ -226,7 +236,7 @@ func (s *Server) rangeIDs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) int {
-	n, k, st := s.countAndKey(w, r)
+	n, k, st := s.countAndKey(w, r, s.rangeMax())
 	if st != 0 {
 		return st
 	}
