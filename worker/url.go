@@ -85,7 +85,18 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 	case "sqlite", "sqlite3", "postgres", "postgresql", "mysql":
 		return func(ctx context.Context) (Assigner, error) { return openSQL(ctx, rawURL, opts) }, nil
 	}
-	u, err := url.Parse(rawURL)
+	// etcd and zk take a host list ("h1:2379,h2:2379"), which url.Parse
+	// refuses as a port: take it out before parsing the rest.
+	parsed, hostList := rawURL, ""
+	if scheme == "etcd" || scheme == "zk" || scheme == "zookeeper" {
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		hostList = rest[:end]
+		parsed = scheme + "://hosts" + rest[end:]
+	}
+	u, err := url.Parse(parsed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s url %q does not parse: %v", ErrBadURL, scheme, rawURL, err)
 	}
@@ -121,20 +132,9 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		if err != nil {
 			return nil, err
 		}
-		eps, err := hosts(scheme, u.Host, 2379)
+		eps, prefix, name, err := etcdParts(hostList, u, q)
 		if err != nil {
 			return nil, err
-		}
-		prefix := strings.TrimSuffix(u.Path, "/")
-		if prefix == "" {
-			prefix = "/idmint"
-		}
-		name := q.Get("name")
-		if name == "" {
-			name = "default"
-		}
-		if strings.ContainsAny(name, "/ ") {
-			return nil, fmt.Errorf("%w: etcd url: name %q must not contain '/' or spaces", ErrBadURL, name)
 		}
 		return func(ctx context.Context) (Assigner, error) { return NewEtcd(ctx, eps, prefix+"/"+name+"/", opts...) }, nil
 	case "zk", "zookeeper":
@@ -142,7 +142,7 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		if err != nil {
 			return nil, err
 		}
-		eps, err := hosts(scheme, u.Host, 2181)
+		eps, err := hosts(scheme, hostList, 2181)
 		if err != nil {
 			return nil, err
 		}
@@ -203,6 +203,46 @@ func envName(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// EtcdURL returns what an etcd:// coordinator URL names: the endpoints
+// (host:port, port 2379 by default), the key prefix ("/idmint" by default)
+// and the name ("default"); worker IDs live under prefix/name/. Other
+// state a node keeps in the same etcd (monotonic keys) derives its place
+// from the same parts.
+func EtcdURL(rawURL string) (endpoints []string, prefix, name string, err error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok || !strings.EqualFold(scheme, "etcd") {
+		return nil, "", "", fmt.Errorf("%w: %q is not an etcd:// url", ErrBadURL, rawURL)
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	u, err := url.Parse("etcd://hosts" + rest[end:])
+	if err != nil {
+		return nil, "", "", fmt.Errorf("%w: etcd url %q does not parse: %v", ErrBadURL, rawURL, err)
+	}
+	return etcdParts(rest[:end], u, u.Query())
+}
+
+func etcdParts(hostList string, u *url.URL, q url.Values) (endpoints []string, prefix, name string, err error) {
+	endpoints, err = hosts("etcd", hostList, 2379)
+	if err != nil {
+		return nil, "", "", err
+	}
+	prefix = strings.TrimSuffix(u.Path, "/")
+	if prefix == "" {
+		prefix = "/idmint"
+	}
+	name = q.Get("name")
+	if name == "" {
+		name = "default"
+	}
+	if strings.ContainsAny(name, "/ ") {
+		return nil, "", "", fmt.Errorf("%w: etcd url: name %q must not contain '/' or spaces", ErrBadURL, name)
+	}
+	return endpoints, prefix, name, nil
 }
 
 // fixedOptions is queryOptions for static, ip, mac and k8s, which also

@@ -243,3 +243,21 @@ func TestFixedWithoutHorizonRefused(t *testing.T) {
 		t.Fatalf("memory and file horizon together = %v, want ErrBadOption", err)
 	}
 }
+
+// TestMultiHostURLs: etcd and ZooKeeper URLs name a cluster as a host list,
+// as the README shows; url.Parse alone refuses "h1:2379,h2:2379" as a port.
+func TestMultiHostURLs(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"etcd://h1:2379,h2:2379,h3:2379/idmint?name=app",
+		"etcd://h1,h2/idmint",
+		"zk://zk1:2181,zk2:2181/snowflake/app?endpoint=10.0.0.7:8080",
+	} {
+		if _, err := parseURL(u, nil); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	if _, err := parseURL("etcd://h1:2379,:2379/idmint", nil); !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), `":2379"`) {
+		t.Errorf("a host list with an empty host: %v, want ErrBadURL naming it", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/monotonic"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/worker"
 )
 
 // monotonicStrategy serves keys strictly increasing across the cluster in
@@ -125,26 +125,11 @@ func monotonicEtcd(cfg *server.Config, k server.KeyConfig) (hosts []string, pref
 // coordinator keep their state (etcd://h1,h2/prefix?name=N:
 // prefix/N/monotonic/), or nothing when it is not an etcd:// URL.
 func MonotonicCoordinatorPrefix(coordinator string) (hosts []string, prefix string) {
-	u, err := url.Parse(coordinator)
-	if err != nil || !strings.EqualFold(u.Scheme, "etcd") {
+	hosts, p, name, err := worker.EtcdURL(coordinator)
+	if err != nil {
 		return nil, ""
 	}
-	var hs []string
-	for _, h := range strings.Split(u.Host, ",") {
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			h = net.JoinHostPort(h, "2379")
-		}
-		hs = append(hs, h)
-	}
-	p := strings.TrimSuffix(u.Path, "/")
-	if p == "" {
-		p = "/idmint"
-	}
-	name := u.Query().Get("name")
-	if name == "" {
-		name = "default"
-	}
-	return hs, p + "/" + name + "/monotonic/"
+	return hosts, p + "/" + name + "/monotonic/"
 }
 
 // monotonicCluster is the etcd client and peer listener every monotonic

@@ -45,6 +45,7 @@ func TestMonotonicCoordinatorPrefix(t *testing.T) {
 	for _, tc := range []struct{ url, hosts, prefix string }{
 		{"etcd://h1:2379/app?name=orders", "h1:2379", "/app/orders/monotonic/"},
 		{"etcd://h1,h2/app", "h1:2379,h2:2379", "/app/default/monotonic/"},
+		{"etcd://h1:2379,h2:2379/app?name=o", "h1:2379,h2:2379", "/app/o/monotonic/"},
 		{"etcd://h1", "h1:2379", "/idmint/default/monotonic/"},
 		{"file:///tmp/w", "", ""},
 	} {
