@@ -5,7 +5,8 @@
 # Redis, etcd and ZooKeeper is missing, starts one instance of each on its own
 # port with its data under a temporary folder, runs vet and every test with
 # the race detector, and stops the servers again. It also installs the
-# validators of the deployment files (deploy/validators/install.sh). Under
+# validators of the deployment files (deploy/validators/install.sh) and
+# Debian's chromium (the dashboard's browser test). Under
 # CI=true a server that cannot start fails the run. Extra arguments go to `go test` (e.g. -run X).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,6 +17,8 @@ if [ "$(id -u)" = 0 ]; then
 	# The deployment files' validators (yamllint, docker-compose, npm's
 	# kubernetes-models and dockerfile-utils), pinned in deploy/validators.
 	bash deploy/validators/install.sh || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install the deploy validators; their tests will skip" >&2; }
+	# Headless Chromium for the dashboard's browser test (server/ui_browser_test.go).
+	command -v chromium >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install chromium; the dashboard's browser test will skip" >&2; }
 fi
 
 base=$(mktemp -d /tmp/idmint-test.XXXXXX)

@@ -172,6 +172,9 @@ type UIState struct {
 	Errors    []UIError    `json:"errors"`
 	// SampleEvery is UISampleEvery in milliseconds.
 	SampleEvery int64 `json:"sample_every_ms"`
+	// SamplesKept is UISamplesKept: the chart's window is SampleEvery
+	// times SamplesKept.
+	SamplesKept int `json:"samples_kept"`
 	// Strategies are the strategy names a new key may use.
 	Strategies []string `json:"strategies"`
 }
@@ -332,7 +335,7 @@ func (s *Server) uiSnapshot(r *http.Request) UIState {
 	t := s.table()
 	names := sortedKeys(t)
 	out := UIState{Now: s.clk.Now().UTC(), Keys: make([]UIKey, len(names)), Errors: s.ui.recentErrors(),
-		SampleEvery: UISampleEvery.Milliseconds(), Resources: []UIResource{}, Strategies: s.reg.Strategies()}
+		SampleEvery: UISampleEvery.Milliseconds(), SamplesKept: UISamplesKept, Resources: []UIResource{}, Strategies: s.reg.Strategies()}
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Add(1)

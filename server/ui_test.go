@@ -118,7 +118,7 @@ func TestUIStateFigures(t *testing.T) {
 		c.Keys["order"] = KeyConfig{Strategy: "counter", Step: 2000, Options: map[string]string{"secret": "s3cr3t-value"}}
 	})
 	st := getUIState(t, f.h, nil)
-	if st.SampleEvery != UISampleEvery.Milliseconds() || !st.Now.Equal(f.clk.Now()) {
+	if st.SampleEvery != UISampleEvery.Milliseconds() || st.SamplesKept != UISamplesKept || !st.Now.Equal(f.clk.Now()) {
 		t.Fatalf("sample_every_ms %d, now %v", st.SampleEvery, st.Now)
 	}
 	if strings.Join(st.Strategies, ",") != "counter,snowflake,text" {

@@ -87,7 +87,7 @@
     return out;
   }
 
-  function spark(points, nowMs, windowMs) {
+  function spark(points, nowMs, windowMs, sampleMs) {
     const w = 140, h = 30;
     const svg = document.createElementNS(SVG, "svg");
     svg.setAttribute("class", "spark");
@@ -95,11 +95,15 @@
     svg.setAttribute("preserveAspectRatio", "none");
     svg.setAttribute("role", "img");
     const peak = points.reduce((m, p) => Math.max(m, p[1]), 0);
+    // The x axis spans the samples there are (at least a minute), up to the
+    // window the server keeps: a young chart fills its box too.
+    const from = points.length ? points[0][0] - sampleMs : nowMs;
+    const span = Math.min(windowMs, Math.max(60000, nowMs - from));
     const title = document.createElementNS(SVG, "title");
-    title.textContent = "IDs per second over the last " + Math.round(windowMs / 60000) + " minutes; peak " + fmtRate(peak) + "/s";
+    title.textContent = "IDs per second over the last " + fmtSecs(span / 1000) + "; peak " + fmtRate(peak) + "/s";
     svg.appendChild(title);
     if (points.length === 0) return svg;
-    const x = (t) => Math.max(0, w - ((nowMs - t) / windowMs) * w);
+    const x = (t) => Math.max(0, w - ((nowMs - t) / span) * w);
     const y = (v) => h - 1 - (peak > 0 ? (v / peak) * (h - 3) : 0);
     const xy = points.map((p) => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1));
     if (points.length === 1) xy.unshift((x(points[0][0]) - 2).toFixed(1) + "," + y(points[0][1]).toFixed(1));
@@ -128,7 +132,7 @@
   function render(st) {
     last = st;
     const nowMs = Date.parse(st.now);
-    const windowMs = st.sample_every_ms * 72;
+    const windowMs = st.sample_every_ms * st.samples_kept;
     const keys = st.keys || [];
 
     const n = fill("keys", (tb) => {
@@ -141,7 +145,7 @@
           { node: yesNo(k.ready), field: "ready" },
           { text: fmtNum(k.issued), cls: "num", field: "issued" },
           { text: fmtRate(now), cls: "num", field: "rate" },
-          { node: spark(rs, nowMs, windowMs), field: "chart" },
+          { node: spark(rs, nowMs, windowMs, st.sample_every_ms), field: "chart" },
         ], { "data-key": k.name });
       }
     });
