@@ -62,12 +62,18 @@ func TestUIPageEmbedded(t *testing.T) {
 			}
 		})
 	}
-	// No asset reaches outside the server (works offline, no CDN).
+	// No asset reaches outside the server (works offline, no CDN), and
+	// the whole page stays light enough for a phone.
+	total := 0
 	for _, name := range []string{"index.html", "app.js", "app.css"} {
 		w := do(f.h, req{target: "/ui/" + name})
+		total += w.Body.Len()
 		if strings.Contains(w.Body.String(), "http://") && !strings.Contains(w.Body.String(), "http://www.w3.org/2000/svg") || strings.Contains(w.Body.String(), "https://") {
 			t.Errorf("/ui/%s names another site", name)
 		}
+	}
+	if total > 32<<10 {
+		t.Errorf("the page weighs %d bytes; keep it under 32 KiB", total)
 	}
 	wantError(t, do(f.h, req{target: "/ui/nothing.js"}), http.StatusNotFound, CodeNotFound, "path")
 	wantError(t, do(f.h, req{target: "/ui/api/other"}), http.StatusNotFound, CodeNotFound, "path")
