@@ -290,15 +290,18 @@ func (g *grpcTransport) rangeOf(ctx context.Context, key, token string, n int) (
 
 func (g *grpcTransport) ids(ctx context.Context, key, token string, n int) (string, []int64, bool, error) {
 	var tr metadata.MD
-	r, err := g.c.NextIDs(g.ctx(ctx, token), &v1.NextIDsRequest{Key: key, Count: uint32(n)}, grpc.Trailer(&tr))
+	// Fixed: the IDs come as 8-byte integers, copied out instead of one
+	// varint decode each; a server that predates it answers Ids.
+	r, err := g.c.NextIDs(g.ctx(ctx, token), &v1.NextIDsRequest{Key: key, Count: uint32(n), Fixed: true}, grpc.Trailer(&tr))
 	if err != nil {
 		return "", nil, false, g.err(err, tr)
 	}
-	if len(r.GetTextIds()) == n && len(r.GetIds()) == 0 && r.GetStrategy() != "" {
+	ids, derr := r.NumericIDs(nil)
+	if len(r.GetTextIds()) == n && len(ids) == 0 && r.GetStrategy() != "" {
 		return r.GetStrategy(), nil, true, nil
 	}
-	if r.GetKey() != key || r.GetStrategy() == "" || len(r.GetIds()) != n {
-		return "", nil, false, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("ids answer: key %q, strategy %q, %d IDs for %d asked of key %q", r.GetKey(), r.GetStrategy(), len(r.GetIds()), n, key), Retryable: true, Err: errMalformed}
+	if derr != nil || r.GetKey() != key || r.GetStrategy() == "" || len(ids) != n {
+		return "", nil, false, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("ids answer: key %q, strategy %q, %d IDs for %d asked of key %q", r.GetKey(), r.GetStrategy(), len(ids), n, key), Retryable: true, Err: errMalformed}
 	}
-	return r.GetStrategy(), r.GetIds(), false, nil
+	return r.GetStrategy(), ids, false, nil
 }

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -37,6 +39,12 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxConcurrentStreams(GRPCMaxStreamsPerConn),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: GRPCMaxConnIdle, Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Calls run on a pool of long-lived goroutines instead of one new
+		// goroutine each, whose stack grew anew on every call (stack
+		// copying was a tenth of the server's CPU at 1,000-ID batches).
+		// A call finding no idle worker still gets a goroutine of its
+		// own, so the pool is sized for typical concurrency, not cores.
+		grpc.NumStreamWorkers(uint32(16 * runtime.GOMAXPROCS(0))),
 	}
 	g := grpc.NewServer(append(base, opts...)...)
 	v1.RegisterIDsServer(g, &grpcIDs{s: s})
@@ -131,13 +139,30 @@ func (s *Server) grpcCount(ctx context.Context, n uint32, field string, max int)
 	return int(n), nil
 }
 
-// fill issues n IDs of k into a response.
-func (s *Server) fill(ctx context.Context, k *key, n int) (*v1.NextIDsResponse, error) {
+// fill issues n IDs of k into a response; fixed puts numeric IDs in
+// IdsLe (8 little-endian bytes each) instead of Ids.
+func (s *Server) fill(ctx context.Context, k *key, n int, fixed bool) (*v1.NextIDsResponse, error) {
 	resp := &v1.NextIDsResponse{Key: k.name, Strategy: k.cfg.Strategy}
 	if k.ints != nil {
-		resp.Ids = make([]int64, n)
-		if err := k.ints.NextInt64s(ctx, resp.Ids); err != nil {
-			return nil, statusOf(ctx, s.issuerRefused(k, err))
+		if !fixed {
+			resp.Ids = make([]int64, n)
+			if err := k.ints.NextInt64s(ctx, resp.Ids); err != nil {
+				return nil, statusOf(ctx, s.issuerRefused(k, err))
+			}
+		} else {
+			ip := getInts(n) // the IDs only pass through: reuse the slice
+			err := k.ints.NextInt64s(ctx, *ip)
+			if err == nil {
+				b := make([]byte, 8*n)
+				for i, id := range *ip {
+					binary.LittleEndian.PutUint64(b[8*i:], uint64(id))
+				}
+				resp.IdsLe = b
+			}
+			int64Pool.Put(ip)
+			if err != nil {
+				return nil, statusOf(ctx, s.issuerRefused(k, err))
+			}
 		}
 	} else {
 		resp.TextIds = make([]string, n)
@@ -189,7 +214,7 @@ func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.N
 		return nil, err
 	}
 	defer k.mu.RUnlock()
-	return s.fill(ctx, k, n)
+	return s.fill(ctx, k, n, r.GetFixed())
 }
 
 func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *v1.NextRangeResponse, err error) {
@@ -281,7 +306,7 @@ func (g *grpcIDs) StreamIDs(r *v1.StreamIDsRequest, stream grpc.ServerStreamingS
 		if err != nil {
 			return err
 		}
-		resp, err := s.fill(ctx, k, n)
+		resp, err := s.fill(ctx, k, n, false)
 		k.mu.RUnlock()
 		if err != nil {
 			return err

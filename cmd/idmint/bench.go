@@ -414,6 +414,7 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 }
 
 func grpcOp(c v1.IDsClient, key, token, route string, count int) op {
+	var buf []int64 // one op per worker: reused across its requests
 	return func(ctx context.Context, dst []int64) (int, error) {
 		if token != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
@@ -434,11 +435,15 @@ func grpcOp(c v1.IDsClient, key, token, route string, count int) op {
 			}
 			return int(r.GetCount()), nil
 		}
-		r, err := c.NextIDs(ctx, &v1.NextIDsRequest{Key: key, Count: uint32(count)})
+		r, err := c.NextIDs(ctx, &v1.NextIDsRequest{Key: key, Count: uint32(count), Fixed: true})
 		if err != nil {
 			return 0, err
 		}
-		ids := r.GetIds()
+		ids, err := r.NumericIDs(buf[:0])
+		if err != nil {
+			return 0, err
+		}
+		buf = ids
 		if len(ids) != count {
 			if len(r.GetTextIds()) > 0 && dst != nil {
 				return 0, fmt.Errorf("key %q issues text IDs; --check and --stamp need numeric ones", key)
