@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idmint/idmint/idformat"
+	"github.com/idmint/idmint/monotonic"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -39,7 +40,7 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 		"e.g. 20261201095959123-40-17 for leaf; both read with --layout (default "+defaultLayout+", the layout\n"+
 		"idmint serve and idmint gen issue; give --layout twitter, discord... for IDs from elsewhere).")
 	layoutText := fs.String("layout", "", "snowflake layout the IDs were issued with (see `idmint layouts`; default "+defaultLayout+", what idmint issues)")
-	format := fs.String("format", "", "the ID's format when it cannot be told by its shape: snowflake, "+strings.Join(idformat.Formats(), ", "))
+	format := fs.String("format", "", "the ID's format when it cannot be told by its shape: snowflake, monotonic (a timestamp-form monotonic key's ID), "+strings.Join(idformat.Formats(), ", "))
 	asJSON := fs.Bool("json", false, "print one JSON object per ID")
 	ids, err := parseFlags(fs, args)
 	if err != nil {
@@ -47,6 +48,12 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 	}
 	if len(ids) == 0 {
 		return usagef("missing argument: the ID to decode")
+	}
+	if *layoutText == "monotonic" { // as the server's /v1/decode?layout=monotonic
+		if *format != "" && *format != "monotonic" {
+			return usagef("flag --layout: monotonic goes with no --format (or --format monotonic), not %q", *format)
+		}
+		*format, *layoutText = "monotonic", ""
 	}
 	lt := *layoutText
 	if lt == "" {
@@ -56,12 +63,14 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("flag --layout: %v", err)
 	}
-	if *format != "" && *format != "snowflake" && !slices.Contains(idformat.Formats(), *format) {
-		return usagef("flag --format: %q is unknown (want snowflake, %s)", *format, strings.Join(idformat.Formats(), ", "))
+	if *format != "" && *format != "snowflake" && *format != "monotonic" && !slices.Contains(idformat.Formats(), *format) {
+		return usagef("flag --format: %q is unknown (want snowflake, monotonic, %s)", *format, strings.Join(idformat.Formats(), ", "))
 	}
 	for _, text := range ids {
 		var d decoded
 		switch {
+		case *format == "monotonic":
+			d, err = decodeMonotonic(text)
 		case (*format == "" || *format == "snowflake") && snowflake.IsFriendly(strings.TrimSpace(text)):
 			d, err = decodeFriendly(layout, text)
 		case *format == "snowflake" || *layoutText != "" || (*format == "" && isDecimal(text)):
@@ -149,4 +158,23 @@ func decodeFriendly(l snowflake.Layout, text string) (decoded, error) {
 		return decoded{}, usagef("argument id: %v", err)
 	}
 	return decodeSnowflake(l, strconv.FormatInt(id, 10))
+}
+
+// decodeMonotonic takes a timestamp-form monotonic ID apart: Unix
+// milliseconds above monotonic.LogicalBits logical bits.
+func decodeMonotonic(text string) (decoded, error) {
+	t := strings.TrimSpace(text)
+	id, err := strconv.ParseInt(t, 10, 64)
+	if err != nil {
+		return decoded{}, usagef("argument %q: a monotonic ID is a decimal int64", t)
+	}
+	p, err := monotonic.Decode(id)
+	if err != nil {
+		return decoded{}, usagef("argument %q: %v", t, err)
+	}
+	return decoded{Format: "monotonic/timestamp", ID: t, Parts: []kvPart{
+		{"time", p.Time.Format("2006-01-02T15:04:05.000Z07:00")},
+		{"unix_ms", strconv.FormatInt(p.Time.UnixMilli(), 10)},
+		{"logical", strconv.FormatInt(p.Logical, 10)},
+	}}, nil
 }
