@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -343,6 +344,23 @@ func (n *Node) NextN(ctx context.Context, dst []int64) (int, error) {
 		return 0, n.noLease()
 	}
 	return b.gen.NextN(ctx, dst)
+}
+
+// LeaseLeft returns how long the current worker lease stays proven on the
+// node's monotonic clock (its fence: send time of the last confirmed
+// keepalive + TTL - margin, minus now), and whether it can expire at all
+// (file and static leases cannot). It is 0 while no lease is held or once
+// the fence has closed.
+func (n *Node) LeaseLeft() (left time.Duration, expires bool) {
+	b := n.cur.Load()
+	if b == nil {
+		return 0, true
+	}
+	until := b.lease.ValidUntil()
+	if until == time.Duration(math.MaxInt64) {
+		return 0, false
+	}
+	return max(0, until-b.lease.Clock().Mono()), true
 }
 
 // Layout returns the node's layout.

@@ -104,7 +104,16 @@ func (r *nodeResource) Stats() []server.Stat {
 		{Name: "lease_held", Help: "1 while the worker-ID lease is held.", Value: held},
 		{Name: "worker_id", Help: "The worker ID held (-1 while none).", Value: map[bool]float64{true: float64(id), false: -1}[ok]},
 		{Name: "lease_generation", Help: "The generation (fencing token) of the lease held.", Value: float64(gen)},
+		{Name: "lease_valid_seconds", Help: "Seconds before the worker-ID lease's fence stops issuing unless a keepalive is confirmed; -1 for leases that cannot expire (file, static).", Value: leaseLeft(r.n)},
 	}
+}
+
+func leaseLeft(n *node.Node) float64 {
+	left, expires := n.LeaseLeft()
+	if !expires {
+		return -1
+	}
+	return left.Seconds()
 }
 
 // coordinatorFor returns the coordinator URL for a layout. A file

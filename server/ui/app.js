@@ -176,7 +176,7 @@
     fill("leases", (tb) => {
       for (const r of leases) {
         const s = r.stats;
-        const fence = "lease_valid_seconds" in s ? fmtSecs(s.lease_valid_seconds) : "—";
+        const fence = !("lease_valid_seconds" in s) ? "—" : s.lease_valid_seconds < 0 ? "never expires" : fmtSecs(s.lease_valid_seconds);
         row(tb, [r.name, { text: s.worker_id >= 0 ? fmtNum(s.worker_id) : "none", cls: "num" },
           { text: fmtNum(s.lease_generation), cls: "num" }, yesNo(s.lease_held === 1), { text: fence, cls: "num", field: "fence" }],
           { "data-resource": r.name });
