@@ -23,22 +23,9 @@ func TestNextConsultsTheFence(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
-	db, err := sqldb.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "workers.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := worker.NewSQL(ctx, db, worker.WithClock(clk), worker.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout, _ := snowflake.Lookup("twitter")
-	n, err := New(ctx, Config{Layout: layout, Assigner: a, Clock: clk, WorkerField: "worker", Node: map[string]int64{"datacenter": 1},
-		// A horizon recorded a minute ahead: only the fence stands between
-		// the expired lease and an issued ID.
-		Generator: snowflake.Settings{HorizonLead: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A horizon recorded a minute ahead: only the fence stands between the
+	// expired lease and an issued ID.
+	n, db := sqlNode(ctx, t, clk, snowflake.Settings{HorizonLead: time.Minute})
 	defer n.Close()
 	if _, err := n.Next(ctx); err != nil {
 		t.Fatalf("Next under a valid lease: %v", err)
@@ -66,4 +53,25 @@ func TestNextConsultsTheFence(t *testing.T) {
 	if !errors.Is(err, snowflake.ErrFenced) {
 		t.Fatalf("Next with the lease unproven since %v (clock %v) = %d, %v; want snowflake.ErrFenced", validUntil, clk.Mono(), id, err)
 	}
+}
+
+// sqlNode is a Twitter-layout node (datacenter 1) leasing its worker ID
+// from a WORKER_NODE table in a new SQLite file with a 10 s TTL, judged on
+// clk; closing the returned db stops every keepalive.
+func sqlNode(ctx context.Context, t *testing.T, clk clock.Clock, gen snowflake.Settings) (*Node, *sqldb.DB) {
+	t.Helper()
+	db, err := sqldb.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "workers.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := worker.NewSQL(ctx, db, worker.WithClock(clk), worker.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, _ := snowflake.Lookup("twitter")
+	n, err := New(ctx, Config{Layout: layout, Assigner: a, Clock: clk, WorkerField: "worker", Node: map[string]int64{"datacenter": 1}, Generator: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, db
 }

@@ -2,14 +2,11 @@ package node
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/snowflake"
-	"github.com/idmint/idmint/sqldb"
-	"github.com/idmint/idmint/worker"
 )
 
 // TestLeaseLeft: LeaseLeft reads the fence of the lease held (TTL - margin
@@ -20,19 +17,7 @@ func TestLeaseLeft(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
-	db, err := sqldb.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "workers.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := worker.NewSQL(ctx, db, worker.WithClock(clk), worker.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout, _ := snowflake.Lookup("twitter")
-	n, err := New(ctx, Config{Layout: layout, Assigner: a, Clock: clk, WorkerField: "worker", Node: map[string]int64{"datacenter": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, db := sqlNode(ctx, t, clk, snowflake.Settings{})
 	defer n.Close()
 	left, expires := n.LeaseLeft()
 	if !expires || left <= 0 || left > 10*time.Second {
@@ -48,6 +33,7 @@ func TestLeaseLeft(t *testing.T) {
 		t.Fatalf("past the fence LeaseLeft = %v, want 0", l3)
 	}
 
+	layout, _ := snowflake.Lookup("twitter")
 	s, err := New(ctx, Config{Layout: layout, Coordinator: "static://3?horizon=memory", Node: map[string]int64{"datacenter": 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -2,48 +2,12 @@ package sqldb
 
 import (
 	"context"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-// silentServer listens on 127.0.0.1, accepts every connection and never
-// writes a byte: a database that is paused, wedged, or another service on
-// the database's port. It returns the address.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return ln.Addr().String()
-}
+	"github.com/idmint/idmint/internal/testserver"
+)
 
 // within runs f and fails the test if it has not returned after limit.
 func within[T any](t *testing.T, limit time.Duration, f func() T) T {
@@ -64,7 +28,7 @@ func within[T any](t *testing.T, limit time.Duration, f func() T) T {
 // context that sets no deadline, for every network dialect.
 func TestOpenSilentServer(t *testing.T) {
 	t.Parallel()
-	addr := silentServer(t)
+	addr := testserver.Silent(t)
 	for name, url := range map[string]string{
 		"postgres":        "postgres://idmint:secret@" + addr + "/idmint?sslmode=disable",
 		"postgres-prefer": "postgres://idmint:secret@" + addr + "/idmint", // the SSL request waits too

@@ -149,23 +149,11 @@ func (l *clusterLoad) request(hc *http.Client, tg target, conn string, count int
 		l.add(b, fmt.Sprintf("%d %s %v", resp.StatusCode, body, err))
 		return nil, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
 	}
-	var text []string
-	if count == 0 {
-		text = []string{string(body)}
-	} else {
-		var v struct{ IDs []string }
-		if err := json.Unmarshal(body, &v); err != nil || len(v.IDs) != count {
-			return nil, fmt.Errorf("%w: GET %s: body %s: %v (want %d IDs)", errMalformed, url, body, err, count)
-		}
-		text = v.IDs
+	ids, err := parseIDBody(url, body, count)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range text {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: GET %s: ID %q is not an int64: %v", errMalformed, url, s, err)
-		}
-		b.ids = append(b.ids, id)
-	}
+	b.ids = ids
 	l.add(b, "")
 	return b.ids, nil
 }
@@ -635,4 +623,28 @@ func TestCheckClusterIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseIDBody reads a successful answer of url: a bare ID (Leaf's route,
+// count 0) or /v1's {"ids":[...]} holding count IDs. Anything else is
+// errMalformed.
+func parseIDBody(url string, body []byte, count int) (ids []int64, err error) {
+	var text []string
+	if count == 0 {
+		text = []string{string(body)}
+	} else {
+		var v struct{ IDs []string }
+		if err := json.Unmarshal(body, &v); err != nil || len(v.IDs) != count {
+			return nil, fmt.Errorf("%w: GET %s: body %s: %v (want %d IDs)", errMalformed, url, body, err, count)
+		}
+		text = v.IDs
+	}
+	for _, s := range text {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: GET %s: ID %q is not an int64: %v", errMalformed, url, s, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,23 +137,11 @@ func (h *monoHistory) request(hc *http.Client, node, base string, count int) ([]
 		h.add(op)
 		return nil, errors.New(op.failure)
 	}
-	var text []string
-	if count == 0 {
-		text = []string{string(body)}
-	} else {
-		var v struct{ IDs []string }
-		if err := json.Unmarshal(body, &v); err != nil || len(v.IDs) != count {
-			return nil, fmt.Errorf("%w: GET %s: body %s: %v (want %d IDs)", errMalformed, url, body, err, count)
-		}
-		text = v.IDs
+	ids, err := parseIDBody(url, body, count)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range text {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: GET %s: ID %q is not an int64: %v", errMalformed, url, s, err)
-		}
-		op.ids = append(op.ids, id)
-	}
+	op.ids = ids
 	h.add(op)
 	return op.ids, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
 )
 
@@ -136,7 +136,7 @@ func TestServeWarnsHostLocalWorkerID(t *testing.T) {
 // opening, password redacted, and fails with a clear error within the
 // store deadline instead of hanging.
 func TestServeSilentStore(t *testing.T) {
-	addr := silentTCP(t)
+	addr := testserver.Silent(t)
 	for name, url := range map[string]string{
 		"postgres": "postgres://idmint:secret@" + addr + "/idmint?sslmode=disable",
 		"mysql":    "mysql://idmint:secret@" + addr + "/idmint",
@@ -175,40 +175,4 @@ func TestServeSilentStore(t *testing.T) {
 			}
 		})
 	}
-}
-
-// silentTCP accepts TCP connections on 127.0.0.1 and never answers: a
-// paused or wedged database. It returns the address.
-func silentTCP(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := make(chan net.Conn, 64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			select {
-			case conns <- c:
-			default:
-				c.Close()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		for {
-			select {
-			case c := <-conns:
-				c.Close()
-			default:
-				return
-			}
-		}
-	})
-	return ln.Addr().String()
 }

@@ -3,52 +3,16 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/sqlstore"
 	"github.com/idmint/idmint/segment/stores"
 	"github.com/idmint/idmint/sqldb"
 )
-
-// silentServer accepts TCP connections on 127.0.0.1 and never answers: a
-// paused or wedged database. It returns the address.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // within fails the test when f has not returned after limit.
 func within(t *testing.T, limit time.Duration, f func() error) error {
@@ -70,7 +34,7 @@ func within(t *testing.T, limit time.Duration, f func() error) error {
 // within sqldb.DefaultTimeout, for PostgreSQL and MySQL URLs.
 func TestOpenSilentServer(t *testing.T) {
 	t.Parallel()
-	addr := silentServer(t)
+	addr := testserver.Silent(t)
 	for name, url := range map[string]string{
 		"postgres": "postgres://idmint:secret@" + addr + "/idmint?sslmode=disable",
 		"mysql":    "mysql://idmint:secret@" + addr + "/idmint",
@@ -108,7 +72,7 @@ func TestOpenSilentServer(t *testing.T) {
 // can end the wait.
 func TestCallsBounded(t *testing.T) {
 	t.Parallel()
-	addr := silentServer(t)
+	addr := testserver.Silent(t)
 	for name, dsn := range map[string]struct{ driver, dsn string }{
 		"postgres": {"pgx", "postgres://idmint@" + addr + "/idmint?sslmode=disable"},
 		"mysql":    {"mysql", "idmint@tcp(" + addr + ")/idmint"},

@@ -3,15 +3,12 @@ package strategies
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
-	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -21,15 +18,7 @@ import (
 // does for static://.
 func TestK8sCoordinatorHorizonInDataDir(t *testing.T) {
 	dir := t.TempDir()
-	reg := server.NewRegistry()
-	if err := Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	cfg := &server.Config{DataDir: dir, Coordinator: "k8s://idmint-2?offset=5", Stores: map[string]string{},
-		Keys: map[string]server.KeyConfig{"snowflake": {Strategy: "snowflake"}}}
-	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := snowflakeServer(t, dir, "k8s://idmint-2?offset=5")
 	if err != nil {
 		t.Fatalf("server on k8s://: %v", err)
 	}

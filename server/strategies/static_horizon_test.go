@@ -25,15 +25,7 @@ func TestStaticHorizonInDataDir(t *testing.T) {
 	dir := t.TempDir()
 	layout, _ := snowflake.Lookup(DefaultLayout)
 	start := func() (*server.Server, http.Handler) {
-		reg := server.NewRegistry()
-		if err := Register(reg); err != nil {
-			t.Fatal(err)
-		}
-		cfg := &server.Config{DataDir: dir, Coordinator: "static://7", Stores: map[string]string{},
-			Keys: map[string]server.KeyConfig{"snowflake": {Strategy: "snowflake"}}}
-		cfg.SetDefaults()
-		s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		s, err := snowflakeServer(t, dir, "static://7")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,4 +110,20 @@ func TestStaticHorizonInDataDir(t *testing.T) {
 	if first <= last {
 		t.Fatalf("after the restart %d is not above the last run's %d", first, last)
 	}
+}
+
+// snowflakeServer is a server with one snowflake key ("snowflake", the
+// default layout) on data directory dir, its worker ID from coordinator.
+// The caller closes it.
+func snowflakeServer(t testing.TB, dir, coordinator string) (*server.Server, error) {
+	t.Helper()
+	reg := server.NewRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &server.Config{DataDir: dir, Coordinator: coordinator, Stores: map[string]string{},
+		Keys: map[string]server.KeyConfig{"snowflake": {Strategy: "snowflake"}}}
+	cfg.SetDefaults()
+	return server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
