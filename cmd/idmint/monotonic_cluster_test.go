@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,117 +332,123 @@ func TestMonotonicClusterLinearizable(t *testing.T) {
 	}
 	everyone(20, 0, "warm-up")
 
-	// 1. kill -9 the leader; the others serve again after about a TTL.
-	l := leader("before kill -9", nil)
-	kill(l)
-	killed := h.now()
-	t.Logf("%v: leader %s killed", killed, l.name)
-	for _, n := range nodes {
-		if n != l {
-			issues(n, 20, killed, "after kill -9 of the leader")
-		}
-	}
-	failover := monoFirstAnswer(h, killed) - killed
-	t.Logf("failover after kill -9 of the leader (ttl %v): first answer to a request sent after the kill arrived %v after it",
-		monoTTL, failover.Round(time.Millisecond))
-	start(l)
-	issues(l, 20, h.now(), "killed leader restarted")
-
-	// 2. SIGSTOP the leader past its TTL.
-	l = leader("before SIGSTOP", nil)
-	if err := l.d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	monoWaitState(t, l.d.cmd.Process.Pid, 'T')
-	paused := h.now()
-	// Its way to etcd is blackholed too while it sleeps, so when it wakes
-	// it cannot learn at once that its lease is gone: only its own clock
-	// (the fence) keeps it from answering from its old term.
-	l.proxy.Blackhole()
-	t.Logf("%v: leader %s stopped", paused, l.name)
-	next := leader("while the old leader is stopped", l)
-	issues(next, 20, paused, "new leader while the old one is stopped")
-	// Requests to the stopped node, sent after the new leader answered:
-	// they wait in its socket, and when it wakes must not get a value of
-	// its old term (lincheck checks them with the rest).
-	lateSent := h.now()
-	before := monoMaxBefore(h, lateSent)
-	base := *l.base.Load()
-	var late sync.WaitGroup
-	for i := range 8 {
-		late.Go(func() {
-			hc := &http.Client{Timeout: monoWait}
-			defer hc.CloseIdleConnections()
-			if _, err := h.request(hc, l.name+"/late", base, i%3); errors.Is(err, errMalformed) {
-				bad <- err
-			}
-		})
-	}
-	time.Sleep(300 * time.Millisecond) // let them reach its socket
-	if err := l.d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	resumed := h.now()
-	t.Logf("%v: %s resumed after %v", resumed, l.name, resumed-paused)
-	monoWaitGroup(t, &late, "the requests sent to the stopped leader to be answered")
-	l.proxy.Heal()
-	for _, op := range h.answered(l.name+"/late", lateSent) {
-		for _, id := range op.ids {
-			if id <= before {
-				t.Fatalf("the stopped leader, woken, answered %v to a request sent at %v, not above %d answered before it was sent", op.ids, op.sent, before)
+	// The five faults, once in CI; IDMINT_MONOTONIC_ROUNDS=N repeats them
+	// for a longer run (give go test a -timeout to match).
+	rounds := monoRounds(t)
+	for round := range rounds {
+		t.Logf("%v: round %d of %d", h.now(), round+1, rounds)
+		// 1. kill -9 the leader; the others serve again after about a TTL.
+		l := leader("before kill -9", nil)
+		kill(l)
+		killed := h.now()
+		t.Logf("%v: leader %s killed", killed, l.name)
+		for _, n := range nodes {
+			if n != l {
+				issues(n, 20, killed, "after kill -9 of the leader")
 			}
 		}
-	}
-	lateOK, lateRefused := h.count(l.name+"/late", lateSent)
-	t.Logf("requests sent to the stopped leader after its successor answered: %d answered above every earlier ID (forwarded), %d refused",
-		lateOK, lateRefused)
-	issues(l, 20, resumed, "stopped leader resumed")
+		failover := monoFirstAnswer(h, killed) - killed
+		t.Logf("failover after kill -9 of the leader (ttl %v): first answer to a request sent after the kill arrived %v after it",
+			monoTTL, failover.Round(time.Millisecond))
+		start(l)
+		issues(l, 20, h.now(), "killed leader restarted")
 
-	// 3. kill -9 etcd and start it again.
-	etcd.Kill(t)
-	down := h.now()
-	t.Logf("%v: etcd killed", down)
-	for _, n := range nodes {
-		fenced(n, 3, down+monoTTL, "etcd down for a TTL")
-	}
-	etcd.Restart(t)
-	up := h.now()
-	everyone(20, up, "etcd restarted")
-	t.Logf("%v: etcd restarted; every node answered again %v later", up, (h.now() - up).Round(time.Millisecond))
-
-	// 4. Cut the leader from etcd while clients still reach it.
-	l = leader("before the cut", nil)
-	l.proxy.Blackhole()
-	cut := h.now()
-	t.Logf("%v: leader %s cut from etcd", cut, l.name)
-	fenced(l, 3, cut+monoTTL, "leader cut from etcd")
-	next = leader("while the old leader is cut from etcd", l)
-	issues(next, 20, cut+monoTTL, "new leader while the old one is cut")
-	l.proxy.Heal()
-	healed := h.now()
-	issues(l, 20, healed, "cut leader healed")
-	t.Logf("%v: cut healed; %s answers again after %v", healed, l.name, (h.now() - healed).Round(time.Millisecond))
-
-	// 5. Restart every node at once.
-	for _, n := range nodes {
-		n.base.Store(nil)
-		if err := n.d.cmd.Process.Kill(); err != nil {
+		// 2. SIGSTOP the leader past its TTL.
+		l = leader("before SIGSTOP", nil)
+		if err := l.d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-	}
-	for _, n := range nodes {
-		select {
-		case <-n.d.done:
-		case <-time.After(monoWait):
-			t.Fatalf("%s did not exit within %v of kill -9", n.name, monoWait)
+		monoWaitState(t, l.d.cmd.Process.Pid, 'T')
+		paused := h.now()
+		// Its way to etcd is blackholed too while it sleeps, so when it wakes
+		// it cannot learn at once that its lease is gone: only its own clock
+		// (the fence) keeps it from answering from its old term.
+		l.proxy.Blackhole()
+		t.Logf("%v: leader %s stopped", paused, l.name)
+		next := leader("while the old leader is stopped", l)
+		issues(next, 20, paused, "new leader while the old one is stopped")
+		// Requests to the stopped node, sent after the new leader answered:
+		// they wait in its socket, and when it wakes must not get a value of
+		// its old term (lincheck checks them with the rest).
+		lateSent := h.now()
+		before := monoMaxBefore(h, lateSent)
+		base := *l.base.Load()
+		var late sync.WaitGroup
+		for i := range 8 {
+			late.Go(func() {
+				hc := &http.Client{Timeout: monoWait}
+				defer hc.CloseIdleConnections()
+				if _, err := h.request(hc, l.name+"/late", base, i%3); errors.Is(err, errMalformed) {
+					bad <- err
+				}
+			})
 		}
+		time.Sleep(300 * time.Millisecond) // let them reach its socket
+		if err := l.d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		resumed := h.now()
+		t.Logf("%v: %s resumed after %v", resumed, l.name, resumed-paused)
+		monoWaitGroup(t, &late, "the requests sent to the stopped leader to be answered")
+		l.proxy.Heal()
+		for _, op := range h.answered(l.name+"/late", lateSent) {
+			for _, id := range op.ids {
+				if id <= before {
+					t.Fatalf("the stopped leader, woken, answered %v to a request sent at %v, not above %d answered before it was sent", op.ids, op.sent, before)
+				}
+			}
+		}
+		lateOK, lateRefused := h.count(l.name+"/late", lateSent)
+		t.Logf("requests sent to the stopped leader after its successor answered: %d answered above every earlier ID (forwarded), %d refused",
+			lateOK, lateRefused)
+		issues(l, 20, resumed, "stopped leader resumed")
+
+		// 3. kill -9 etcd and start it again.
+		etcd.Kill(t)
+		down := h.now()
+		t.Logf("%v: etcd killed", down)
+		for _, n := range nodes {
+			fenced(n, 3, down+monoTTL, "etcd down for a TTL")
+		}
+		etcd.Restart(t)
+		up := h.now()
+		everyone(20, up, "etcd restarted")
+		t.Logf("%v: etcd restarted; every node answered again %v later", up, (h.now() - up).Round(time.Millisecond))
+
+		// 4. Cut the leader from etcd while clients still reach it.
+		l = leader("before the cut", nil)
+		l.proxy.Blackhole()
+		cut := h.now()
+		t.Logf("%v: leader %s cut from etcd", cut, l.name)
+		fenced(l, 3, cut+monoTTL, "leader cut from etcd")
+		next = leader("while the old leader is cut from etcd", l)
+		issues(next, 20, cut+monoTTL, "new leader while the old one is cut")
+		l.proxy.Heal()
+		healed := h.now()
+		issues(l, 20, healed, "cut leader healed")
+		t.Logf("%v: cut healed; %s answers again after %v", healed, l.name, (h.now() - healed).Round(time.Millisecond))
+
+		// 5. Restart every node at once.
+		for _, n := range nodes {
+			n.base.Store(nil)
+			if err := n.d.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range nodes {
+			select {
+			case <-n.d.done:
+			case <-time.After(monoWait):
+				t.Fatalf("%s did not exit within %v of kill -9", n.name, monoWait)
+			}
+		}
+		all := h.now()
+		for _, n := range nodes {
+			start(n)
+		}
+		everyone(20, all, "every node restarted")
+		t.Logf("%v: every node killed and restarted; first answer %v after the kill", all, (monoFirstAnswer(h, all) - all).Round(time.Millisecond))
 	}
-	all := h.now()
-	for _, n := range nodes {
-		start(n)
-	}
-	everyone(20, all, "every node restarted")
-	t.Logf("%v: every node killed and restarted; first answer %v after the kill", all, (monoFirstAnswer(h, all) - all).Round(time.Millisecond))
 
 	stopClients()
 	select {
@@ -556,4 +563,18 @@ func monoWaitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
 	case <-time.After(monoWait):
 		t.Fatalf("timed out after %v waiting for %s", monoWait, what)
 	}
+}
+
+// monoRounds is how many times the scenario runs its faults:
+// IDMINT_MONOTONIC_ROUNDS, 1 when unset.
+func monoRounds(t *testing.T) int {
+	v := os.Getenv("IDMINT_MONOTONIC_ROUNDS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("IDMINT_MONOTONIC_ROUNDS=%q is not a whole number of rounds", v)
+	}
+	return n
 }
