@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -130,18 +131,26 @@ func secureDataDir(dir string) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	// The server may be running already (the second call): a file it
+	// renames away meanwhile (worker.tmp, a SQLite journal) is skipped.
+	gone := func(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
+			if gone(err) {
+				return nil
+			}
 			return fmt.Errorf("data directory: %w", err)
 		}
+		mode := fs.FileMode(0)
 		switch {
 		case p == dir:
 		case d.IsDir():
-			if err := os.Chmod(p, 0o700); err != nil {
-				return fmt.Errorf("data directory: %w", err)
-			}
+			mode = 0o700
 		case d.Type().IsRegular():
-			if err := os.Chmod(p, 0o600); err != nil {
+			mode = 0o600
+		}
+		if mode != 0 {
+			if err := os.Chmod(p, mode); err != nil && !gone(err) {
 				return fmt.Errorf("data directory: %w", err)
 			}
 		}
