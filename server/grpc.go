@@ -124,7 +124,7 @@ func (s *Server) grpcKey(ctx context.Context, name string) (*key, error) {
 	k.mu.RLock()
 	if k.gone {
 		k.mu.RUnlock()
-		return nil, statusOf(ctx, apiError{status: 404, field: "key", msg: "no key called " + strconv.Quote(name)})
+		return nil, statusOf(ctx, s.goneError(name))
 	}
 	return k, nil
 }

@@ -54,6 +54,17 @@ func (s *Server) methodOK(w http.ResponseWriter, r *http.Request, allowed ...str
 	return false
 }
 
+// goneError answers a request for a key retired meanwhile: 404 when the
+// key was deleted, 503 with Retry-After when the whole server is shutting
+// down (the key exists; another node, or this one restarted, serves it),
+// so a client retries elsewhere instead of taking it for a bad key.
+func (s *Server) goneError(name string) apiError {
+	if s.closed.Load() {
+		return apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, field: "key", msg: "the server is shutting down; key " + strconv.Quote(name) + " is served again after its restart or by another node", retryAfter: time.Second}
+	}
+	return apiError{status: http.StatusNotFound, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)}
+}
+
 // acquire resolves the {key} of a request: name validity, existence, the
 // key's token, its rate limit. On success the key is returned read-locked
 // (release with k.mu.RUnlock) and status is 0; otherwise the error answer
@@ -81,8 +92,9 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*
 	k.mu.RLock()
 	if k.gone {
 		k.mu.RUnlock()
-		s.writeError(w, apiError{status: http.StatusNotFound, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)})
-		return nil, http.StatusNotFound
+		e := s.goneError(name)
+		s.writeError(w, e)
+		return nil, e.status
 	}
 	return k, 0
 }
