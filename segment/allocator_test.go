@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 )
 
@@ -186,13 +187,7 @@ func waitCalls(t *testing.T, f *fakeStore, n int) {
 // poll waits, idle, until cond holds, failing t after waitTimeout.
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", waitTimeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testserver.Eventually(t, what, waitTimeout, cond)
 }
 
 // recv waits for one value on ch, failing t after waitTimeout.

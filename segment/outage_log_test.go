@@ -126,12 +126,7 @@ func TestAbsorbedOutageLoggedOnceAndCounted(t *testing.T) {
 
 	store.setDown(false)
 	clk.Advance(10 * time.Millisecond)
-	for k.Stats().StoreFailing {
-		if ctx.Err() != nil {
-			t.Fatal("the key still reports a failing store after it answered")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll(t, "the key to stop reporting a failing store once it answered", func() bool { return !k.Stats().StoreFailing })
 	if n := logs.count("store answers again"); n != 1 {
 		t.Fatalf("%d recovery lines, want 1:\n%s", n, &logs)
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/idmint/idmint/internal/testserver"
+
 	"context"
 	"errors"
 	"fmt"
@@ -89,13 +91,9 @@ func reloaded(t *testing.T, f *fixture, tbl *fakeTable, d time.Duration) {
 	}
 	n := tbl.listings()
 	f.clk.Advance(d)
-	deadline := time.Now().Add(10 * time.Second)
-	for tbl.listings() == n || f.clk.Sleepers() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reload %v after the last one", d)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testserver.Eventually(t, fmt.Sprintf("a reload %v after the last one", d), 10*time.Second, func() bool {
+		return tbl.listings() != n && f.clk.Sleepers() > 0
+	})
 }
 
 // TestLeafTags: rows of the default store no key is configured for are

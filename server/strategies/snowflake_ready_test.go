@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 )
 
@@ -84,17 +85,10 @@ func TestSnowflakeReadyOnlyWhenItCanIssue(t *testing.T) {
 	}
 
 	clk.Advance(1600 * time.Millisecond)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := get(t, h, "GET", "/readyz", "")
-		if code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readyz still %d %s 10 s after the clock passed the horizon", code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testserver.Eventually(t, "/readyz to answer 200 once the clock passed the horizon", 10*time.Second, func() bool {
+		code, _ := get(t, h, "GET", "/readyz", "")
+		return code == 200
+	})
 	// Ready means a request issues now, without waiting.
 	code, after := issue(b, 100, 200*time.Millisecond)
 	if code != 200 || len(after) != 100 {

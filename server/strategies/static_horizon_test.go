@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/snowflake"
 )
@@ -68,17 +69,13 @@ func TestStaticHorizonInDataDir(t *testing.T) {
 		}
 		return st.Horizon
 	}
-	until := func(h http.Handler) int64 {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			if id, ok := issue(h); ok {
-				return id
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the snowflake key issued nothing for 15 s")
-			}
-			time.Sleep(20 * time.Millisecond) // poll a real server on the real clock
-		}
+	until := func(h http.Handler) (id int64) {
+		testserver.Eventually(t, "the snowflake key to issue", 15*time.Second, func() bool {
+			var ok bool
+			id, ok = issue(h)
+			return ok
+		})
+		return id
 	}
 
 	s1, h1 := start()
