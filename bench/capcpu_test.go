@@ -36,26 +36,7 @@ func BenchmarkCapacityCPU(b *testing.B) {
 			defer g.Close()
 			ctx := context.Background()
 			b.ReportAllocs()
-			c0, t0 := cpuTime(b), time.Now()
-			var wg sync.WaitGroup
-			per := b.N/par + 1
-			for range par {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					dst := make([]int64, 1000)
-					for range per {
-						if _, err := g.NextN(ctx, dst); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			ids := float64(per*par) * 1000
-			b.ReportMetric((cpuTime(b)-c0).Seconds()*1e3/(ids/1e6), "cpu-ms/M")
-			b.ReportMetric(ids/time.Since(t0).Seconds(), "ids/s")
+			batchCPU(b, par, func(dst []int64) error { _, err := g.NextN(ctx, dst); return err })
 		})
 	}
 }
@@ -81,28 +62,34 @@ func BenchmarkSegmentBatchCPU(b *testing.B) {
 			if _, err := k.Next(ctx); err != nil {
 				b.Fatal(err)
 			}
-			c0, t0 := cpuTime(b), time.Now()
-			var wg sync.WaitGroup
-			per := b.N/par + 1
-			for range par {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					dst := make([]int64, 1000)
-					for range per {
-						if _, err := k.NextN(ctx, dst); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			ids := float64(per*par) * 1000
-			b.ReportMetric((cpuTime(b)-c0).Seconds()*1e3/(ids/1e6), "cpu-ms/M")
-			b.ReportMetric(ids/time.Since(t0).Seconds(), "ids/s")
+			batchCPU(b, par, func(dst []int64) error { _, err := k.NextN(ctx, dst); return err })
 		})
 	}
+}
+
+// batchCPU runs b.N batches of 1,000 IDs of next over par goroutines and
+// reports the CPU milliseconds per million IDs and the IDs per second.
+func batchCPU(b *testing.B, par int, next func(dst []int64) error) {
+	c0, t0 := cpuTime(b), time.Now()
+	var wg sync.WaitGroup
+	per := b.N/par + 1
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dst := make([]int64, 1000)
+			for range per {
+				if err := next(dst); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ids := float64(per*par) * 1000
+	b.ReportMetric((cpuTime(b)-c0).Seconds()*1e3/(ids/1e6), "cpu-ms/M")
+	b.ReportMetric(ids/time.Since(t0).Seconds(), "ids/s")
 }
 
 // memStore is a one-key in-memory segment.Store: the allocator's cost
