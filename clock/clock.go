@@ -34,11 +34,11 @@ func sinceStart() time.Duration { return time.Since(start) }
 // Waits are idle and precise: every Real in the process shares one wait
 // primitive in which the goroutine with the earliest pending deadline parks
 // (a runtime timer for all but the last ~2 ms, then, on Linux, a
-// nanosleep with 1 µs timer slack) and spins only through the last ~50 µs;
+// nanosleep with 1 µs timer slack) and spins only through the last ~10 µs;
 // every other waiter parks on a channel closed when that wait ends. So a
 // wait ends within microseconds of its deadline, and any number of
 // goroutines waiting for the next tick cost at most one spinning goroutine,
-// for at most ~50 µs per wait.
+// for at most ~10 µs per wait.
 type Real struct {
 	origin time.Time     // carries Go's monotonic reading
 	off    time.Duration // origin - start

@@ -82,9 +82,15 @@ func (g *gate) SleepUntil(ctx context.Context, until time.Duration) error {
 // VM, time.Sleep(200µs) took 1.08 ms at p50), then shortPark (nanosleep
 // with 1 µs slack on Linux, measured 18-35 µs late at p50 on that VM) for
 // all but spinWindow, then a spin.
+//
+// The spin only buys precision, never capacity: a generator at its cap
+// issues a whole tick's sequence after waking, whether 10 or 40 µs late. So
+// the window is 10 µs, not the 50 µs that covered nanosleep's lateness:
+// BenchmarkCapacityCPU/1 (bench/) fell from 15.8 to 9.9 CPU-ms per million
+// IDs with the same 4.11 M IDs/s.
 const (
 	timerLead  = 2 * time.Millisecond
-	spinWindow = 50 * time.Microsecond
+	spinWindow = 10 * time.Microsecond
 )
 
 var realGate = &gate{mono: sinceStart, wait: preciseWait, park: timerPark}
