@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -379,5 +380,23 @@ keys:
 	}
 	if code := run(context.Background(), e, []string{"serve", "--check", "--data", dir, "--listen", "127.0.0.1:9"}); code != 0 {
 		t.Fatalf("flag over env: exit %d: %s", code, errb.String())
+	}
+}
+
+// serve raises the collector's target to serveGOGC unless GOGC is set.
+func TestServeGC(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	if _, set := serveGC(func(k string) string { return map[string]string{"GOGC": "50"}[k] }); set {
+		t.Fatal("serveGC overrode GOGC=50")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC set: the percentage moved to %d", got)
+	}
+	if pct, set := serveGC(func(string) string { return "" }); !set || pct != serveGOGC {
+		t.Fatalf("GOGC unset: serveGC = %d, %v", pct, set)
+	}
+	if got := debug.SetGCPercent(100); got != serveGOGC {
+		t.Fatalf("GOGC unset: the percentage is %d, want %d", got, serveGOGC)
 	}
 }
