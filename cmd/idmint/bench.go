@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,10 +28,13 @@ func init() {
 	register(command{name: "bench", summary: "load a server over HTTP, gRPC or the Go client: rate, latency percentiles, --check, stamp lag", run: runBench})
 }
 
-const benchSynopsis = `[--target URL[,URL...]] [--route R[,R...]] [--key K] [--count N] [-c N] [--rate R] [-d D | -n N] [--client] [--floor] [--check] [--stamp LAYOUT] [--json]
+const benchSynopsis = `[--target URL[,URL...]] [--route R[,R...]] [--key K] [--count N] [-c N] [--rate R] [-d D | -n N] [--client] [--floor] [--rounds N] [--metrics URL[,URL...]] [--check] [--stamp LAYOUT] [--json]
 
 Targets: http://HOST:PORT, grpc://HOST:PORT, or floor (a bare net/http
-counter server started in this process: the floor any HTTP route is held to).
+counter server this command starts as a child process: the floor any HTTP
+route is held to). With --floor, the floor runs before every route and
+after the last, and each route's ratio is to the mean of the two floor runs
+beside it.
 Several targets: each worker keeps to one (worker i to target i mod count),
 or with --client one Go client spreads over all of them.
 
@@ -59,6 +63,27 @@ type benchRun struct {
 	Check       *checkReport `json:"check,omitempty"`
 	StampLagUs  *latency     `json:"stamp_lag_us,omitempty"`
 	StampsAhead int64        `json:"stamps_ahead,omitempty"`
+	// With --metrics: the CPU the servers (or the floor) used during the run.
+	ServerCPU *serverCPU `json:"server_cpu,omitempty"`
+}
+
+type serverCPU struct {
+	Seconds         float64 `json:"seconds"`
+	Cores           float64 `json:"cores"`              // seconds ÷ the run's duration
+	MsPerMillionIDs float64 `json:"ms_per_million_ids"` // CPU milliseconds per million IDs
+	UsPerRequest    float64 `json:"us_per_request"`     // CPU microseconds per request
+}
+
+// benchSummary is one route's figures over --rounds runs.
+type benchSummary struct {
+	Route         string  `json:"route"`
+	Runs          int     `json:"runs"`
+	MedianReqPerS float64 `json:"median_requests_per_second"`
+	MedianIDsPerS float64 `json:"median_ids_per_second"`
+	MedianRatio   float64 `json:"median_floor_ratio,omitempty"`
+	MinRatio      float64 `json:"min_floor_ratio,omitempty"`
+	MaxRatio      float64 `json:"max_floor_ratio,omitempty"`
+	MedianCPUPerM float64 `json:"median_server_cpu_ms_per_million_ids,omitempty"`
 }
 
 type latency struct {
@@ -98,6 +123,9 @@ type benchFlags struct {
 	stamp    string
 	json     bool
 	progress bool
+	rounds   int
+	metrics  []string // --metrics: the servers' /metrics URLs
+	adminTok string   // $IDMINT_ADMIN_TOKEN, sent to --metrics
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -117,6 +145,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	check := fs.Bool("check", false, "keep every ID: fail on a duplicate, or an ID not above the previous one on the same worker (8 bytes of memory per ID)")
 	stamp := fs.String("stamp", "", "decode every ID with this snowflake layout (idmint serve issues leaf) and report how far its stamp lies outside [sent, received]")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	rounds := fs.Int("rounds", 1, "run the routes this many times (with --floor, each between two floor runs) and print each route's median")
+	metrics := fs.String("metrics", "", "comma-separated /metrics URLs of the servers under load: report the CPU they used (process_cpu_seconds_total) per million IDs and per request; with --floor, the floor's too")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file (go tool pprof)")
 	floorServer := fs.Bool("floor-server", false, "internal: be the floor (print the address, serve until stdin closes)")
 	if err := parseNoArgs(fs, args); err != nil {
@@ -126,9 +156,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return serveFloor(e)
 	}
 	f := benchFlags{key: *key, token: *token, count: *count, workers: *workers, rate: *rate, duration: *dur, requests: *n,
-		maxCount: *maxCount, client: *useClient, floor: *floor, check: *check, stamp: *stamp, json: *asJSON}
+		maxCount: *maxCount, client: *useClient, floor: *floor, check: *check, stamp: *stamp, json: *asJSON, rounds: *rounds}
 	if f.token == "" && e.getenv != nil {
 		f.token = e.getenv("IDMINT_TOKEN")
+	}
+	if e.getenv != nil {
+		f.adminTok = e.getenv("IDMINT_ADMIN_TOKEN")
+	}
+	var err error
+	if f.metrics, err = parseMetricsURLs(*metrics); err != nil {
+		return err
 	}
 	for _, t := range strings.Split(*target, ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -156,43 +193,66 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	// With --floor the floor runs before every route and after the last,
+	// and each route is held to the mean of the two floor runs beside it:
+	// the machine drifts (other load, CPU frequency, the page cache) over a
+	// sequence of runs, so one floor run at the start flattered the first
+	// route and penalised the last.
 	var runs []benchRun
-	var floorRate float64
-	if f.floor {
-		r, err := f.runOne(ctx, e, []string{"floor"}, "floor")
-		if err != nil {
-			return err
-		}
-		floorRate = r.ReqPerSec
-		runs = append(runs, r)
-	}
 	routes := f.routes
 	if f.client || f.onlyFloor() {
 		routes = routes[:1]
 	}
-	for _, rt := range routes {
-		if ctx.Err() != nil {
-			break
-		}
-		r, err := f.runOne(ctx, e, f.targets, rt)
+	floorRun := func() (float64, error) {
+		r, err := f.runOne(ctx, e, []string{"floor"}, "floor")
 		if err != nil {
-			return err
-		}
-		if floorRate > 0 {
-			r.FloorRatio = math.Round(r.ReqPerSec/floorRate*1000) / 1000
+			return 0, err
 		}
 		runs = append(runs, r)
+		return r.ReqPerSec, nil
 	}
+	var before float64
+	if f.floor {
+		if before, err = floorRun(); err != nil {
+			return err
+		}
+	}
+	for round := 0; round < f.rounds && ctx.Err() == nil; round++ {
+		for _, rt := range routes {
+			if ctx.Err() != nil {
+				break
+			}
+			r, err := f.runOne(ctx, e, f.targets, rt)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, r)
+			if f.floor && ctx.Err() == nil {
+				i := len(runs) - 1
+				after, err := floorRun()
+				if err != nil {
+					return err
+				}
+				if mean := (before + after) / 2; mean > 0 {
+					runs[i].FloorRatio = math.Round(runs[i].ReqPerSec/mean*1000) / 1000
+				}
+				before = after
+			}
+		}
+	}
+	summary := summarize(runs, f.rounds)
 	if f.json {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
-			Runs []benchRun `json:"runs"`
-		}{runs}); err != nil {
+			Runs    []benchRun     `json:"runs"`
+			Summary []benchSummary `json:"summary,omitempty"`
+		}{runs, summary}); err != nil {
 			return err
 		}
 	} else {
 		printBenchTable(e.stdout, runs)
+		printSummary(e.stdout, summary)
 	}
 	for _, r := range runs {
 		if c := r.Check; c != nil && (c.Duplicates > 0 || c.OutOfOrder > 0) {
@@ -227,6 +287,8 @@ func (f *benchFlags) validate() error {
 		return usagef("--max-count: %d is a client option; add --client", f.maxCount)
 	case len(f.routes) == 0:
 		return usagef("--route: none given; want one of %s", strings.Join(routeNames(), ", "))
+	case f.rounds < 1 || f.rounds > 100:
+		return usagef("--rounds: %d must be between 1 and 100", f.rounds)
 	}
 	grpcTargets := 0
 	for _, t := range f.targets {
@@ -285,11 +347,27 @@ func (f *benchFlags) validate() error {
 
 // runOne runs the load once against targets on route.
 func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route string) (benchRun, error) {
-	ops, label, cleanup, err := f.ops(ctx, targets, route)
+	ops, label, cleanup, floorCPU, err := f.ops(ctx, targets, route)
 	if err != nil {
 		return benchRun{}, err
 	}
 	defer cleanup()
+	var cpus []cpuReader
+	if len(f.metrics) > 0 {
+		if floorCPU != nil {
+			cpus = []cpuReader{floorCPU}
+		} else {
+			for _, u := range f.metrics {
+				cpus = append(cpus, metricsCPU(u, f.adminTok))
+			}
+		}
+	}
+	var cpu0 float64
+	if cpus != nil {
+		if cpu0, err = sumCPU(ctx, cpus); err != nil {
+			return benchRun{}, err
+		}
+	}
 	count := f.count
 	if label == "floor" {
 		count = 1 // the floor answers one number
@@ -315,6 +393,14 @@ func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route
 		}
 	}
 	res := runLoad(ctx, spec, realClock{start: time.Now()}, ops, time.Second, onTick)
+	var cpuUsed float64
+	if cpus != nil {
+		cpu1, err := sumCPU(ctx, cpus)
+		if err != nil {
+			return benchRun{}, err
+		}
+		cpuUsed = cpu1 - cpu0
+	}
 	if f.progress {
 		fmt.Fprint(e.stderr, "\r\033[K")
 	}
@@ -328,6 +414,9 @@ func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route
 	if res.firstErr != nil {
 		r.FirstError = res.firstErr.Error()
 	}
+	if cpus != nil {
+		r.ServerCPU = cpuFigures(cpuUsed, secs, res.reqs, res.ids)
+	}
 	if f.check {
 		r.Check = &checkReport{IDs: res.checked, Duplicates: res.duplicates, OrderChecked: spec.order, OutOfOrder: res.disorder}
 	}
@@ -338,13 +427,14 @@ func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route
 	return r, nil
 }
 
-// ops builds one op per worker and says what to call the target.
-func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([]op, string, func(), error) {
+// ops builds one op per worker and says what to call the target; for the
+// floor it also returns how to read the floor process's CPU time.
+func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([]op, string, func(), cpuReader, error) {
 	ops := make([]op, f.workers)
 	if targets[0] == "floor" {
 		fl, err := startFloor(ctx)
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
 		conns := make([]*httpConn, f.workers)
 		for i := range ops {
@@ -356,18 +446,18 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 				c.close()
 			}
 			fl.close()
-		}, nil
+		}, fl.cpu, nil
 	}
 	label := strings.Join(targets, ",")
 	if f.client {
 		c, err := client.New(targets, client.Options{Token: f.token, MaxCount: f.maxCount})
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("--target: %w", err)
+			return nil, "", nil, nil, fmt.Errorf("--target: %w", err)
 		}
 		for i := range ops {
 			ops[i] = clientOp(c, f.key, f.count)
 		}
-		return ops, "client " + label, func() { c.Close() }, nil
+		return ops, "client " + label, func() { c.Close() }, nil, nil
 	}
 	if strings.HasPrefix(targets[0], "grpc://") {
 		var ccs []*grpc.ClientConn
@@ -381,7 +471,7 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 					for _, c := range ccs {
 						c.Close()
 					}
-					return nil, "", nil, fmt.Errorf("--target %q: %w", t, err)
+					return nil, "", nil, nil, fmt.Errorf("--target %q: %w", t, err)
 				}
 				ccs = append(ccs, cc)
 			}
@@ -397,7 +487,7 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 			for _, c := range ccs {
 				c.Close()
 			}
-		}, nil
+		}, nil, nil
 	}
 	hr, _ := lookupRoute(route)
 	conns := make([]*httpConn, f.workers)
@@ -410,7 +500,7 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 		for _, c := range conns {
 			c.close()
 		}
-	}, nil
+	}, nil, nil
 }
 
 func grpcOp(c v1.IDsClient, key, token, route string, count int) op {
@@ -506,6 +596,14 @@ func printBenchTable(w io.Writer, runs []benchRun) {
 			}
 			fmt.Fprintf(w, "check %s: %s IDs, %d duplicates, %s\n", r.Route, group(float64(c.IDs)), c.Duplicates, order)
 		}
+		if c := r.ServerCPU; c != nil {
+			who := "server CPU"
+			if r.Target == "floor" {
+				who = "floor CPU"
+			}
+			fmt.Fprintf(w, "%s %s: %.2f s, %.2f cores, %.1f ms per million IDs, %.2f µs per request\n",
+				who, r.Route, c.Seconds, c.Cores, c.MsPerMillionIDs, c.UsPerRequest)
+		}
 		if s := r.StampLagUs; s != nil {
 			fmt.Fprintf(w, "stamp lag %s (how far the stamp lies outside [sent, received]; ticks count from their start): p50 %s  p90 %s  p99 %s  p99.9 %s  max %s; stamps ahead of the answer: %d\n",
 				r.Route, fmtUs(s.P50), fmtUs(s.P90), fmtUs(s.P99), fmtUs(s.P999), fmtUs(s.Max), r.StampsAhead)
@@ -553,4 +651,77 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// summarize gives each route's medians over its runs when there were
+// several rounds.
+func summarize(runs []benchRun, rounds int) []benchSummary {
+	if rounds < 2 {
+		return nil
+	}
+	var out []benchSummary
+	byRoute := map[string]int{}
+	var groups [][]benchRun
+	for _, r := range runs {
+		if r.Target == "floor" {
+			continue
+		}
+		i, ok := byRoute[r.Route]
+		if !ok {
+			i = len(groups)
+			byRoute[r.Route] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	for _, g := range groups {
+		s := benchSummary{Route: g[0].Route, Runs: len(g)}
+		var req, ids, ratio, cpu []float64
+		for _, r := range g {
+			req = append(req, r.ReqPerSec)
+			ids = append(ids, r.IDsPerSec)
+			if r.FloorRatio > 0 {
+				ratio = append(ratio, r.FloorRatio)
+			}
+			if r.ServerCPU != nil {
+				cpu = append(cpu, r.ServerCPU.MsPerMillionIDs)
+			}
+		}
+		s.MedianReqPerS, s.MedianIDsPerS = median(req), median(ids)
+		if len(ratio) > 0 {
+			s.MedianRatio, s.MinRatio, s.MaxRatio = median(ratio), slices.Min(ratio), slices.Max(ratio)
+		}
+		if len(cpu) > 0 {
+			s.MedianCPUPerM = median(cpu)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// median of vs (the mean of the middle two for an even count).
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return math.Round((s[n/2-1]+s[n/2])/2*1000) / 1000
+}
+
+func printSummary(w io.Writer, sum []benchSummary) {
+	for _, s := range sum {
+		fmt.Fprintf(w, "median of %d runs, %s: %s req/s, %s IDs/s", s.Runs, s.Route, group(s.MedianReqPerS), group(s.MedianIDsPerS))
+		if s.MedianRatio > 0 {
+			fmt.Fprintf(w, ", %.3f of the floor (%.3f-%.3f)", s.MedianRatio, s.MinRatio, s.MaxRatio)
+		}
+		if s.MedianCPUPerM > 0 {
+			fmt.Fprintf(w, ", server CPU %.1f ms per million IDs", s.MedianCPUPerM)
+		}
+		fmt.Fprintln(w)
+	}
 }

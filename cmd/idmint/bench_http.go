@@ -376,13 +376,17 @@ func serveFloor(e *env) error {
 }
 
 type floorServer struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
 	addr  string
+	cpu   cpuReader // the floor process's CPU seconds
+	close func()
 }
 
-// startFloor starts this executable as the floor's child process.
-func startFloor(ctx context.Context) (*floorServer, error) {
+// startFloor starts the floor; tests replace it with one in their process
+// (a test binary cannot be run as `idmint bench --floor-server`).
+var startFloor = startFloorChild
+
+// startFloorChild starts this executable as the floor's child process.
+func startFloorChild(ctx context.Context) (*floorServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("floor server: %w", err)
@@ -400,7 +404,7 @@ func startFloor(ctx context.Context) (*floorServer, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("floor server: %w", err)
 	}
-	f := &floorServer{cmd: cmd, stdin: in}
+	f := &floorServer{cpu: procCPU(cmd.Process.Pid), close: func() { stopFloor(cmd, in) }}
 	line := make(chan string, 1)
 	go func() {
 		l, _ := bufio.NewReader(out).ReadString('\n')
@@ -420,16 +424,18 @@ func startFloor(ctx context.Context) (*floorServer, error) {
 	return f, nil
 }
 
-func (f *floorServer) close() {
-	f.stdin.Close()
+// stopFloor closes the child's standard input (it exits) and kills it if
+// it has not exited 2 s later.
+func stopFloor(cmd *exec.Cmd, stdin io.Closer) {
+	stdin.Close()
 	done := make(chan struct{})
-	go func() { f.cmd.Wait(); close(done) }()
+	go func() { cmd.Wait(); close(done) }()
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		f.cmd.Process.Kill()
+		cmd.Process.Kill()
 		<-done
 	}
 }

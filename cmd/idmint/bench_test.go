@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -309,5 +311,173 @@ func TestBenchFloorHandlerAndRefusedTarget(t *testing.T) {
 	code, _, errOut := runCLI(t, "bench", "--target", "http://"+addr, "-c", "1", "-n", "3")
 	if code != 1 || !strings.Contains(errOut, "every request failed") {
 		t.Errorf("refused target: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// cpuServer is a seqServer whose /metrics reports process CPU seconds that
+// rise by step on every scrape.
+type cpuServer struct {
+	seqServer
+	mu    sync.Mutex
+	cpu   float64
+	step  float64
+	plain bool // no process_cpu_seconds_total sample
+}
+
+func (c *cpuServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", c.seqServer.handler())
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		fmt.Fprintln(w, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.")
+		fmt.Fprintln(w, "# TYPE process_cpu_seconds_total counter")
+		fmt.Fprintln(w, "process_cpu_seconds_total_other 99")
+		if !c.plain {
+			fmt.Fprintf(w, "process_cpu_seconds_total %g\n", c.cpu)
+		}
+		c.cpu += c.step
+	})
+	return mux
+}
+
+// --metrics reports the server CPU a run used, from the servers' /metrics
+// before and after it, per million IDs and per request; a bad URL, or a
+// server without the sample, is an error naming --metrics.
+func TestBenchServerCPU(t *testing.T) {
+	srv := &cpuServer{cpu: 1.5, step: 2}
+	ts := httptest.NewServer(srv.handler())
+	defer ts.Close()
+	code, out, errOut := runCLI(t, "bench", "--target", ts.URL, "--route", "ids", "--count", "10", "-c", "2", "-n", "100",
+		"--metrics", ts.URL+"/metrics", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r := decodeBench(t, out).Runs[0]
+	c := r.ServerCPU
+	if c == nil || c.Seconds != 2 || r.IDs != 1000 || r.Requests != 100 {
+		t.Fatalf("run %+v, cpu %+v; want 2 s over 100 requests of 10", r, c)
+	}
+	if c.MsPerMillionIDs != 2e6 || c.UsPerRequest != 2e4 {
+		t.Fatalf("cpu %+v: want 2,000,000 ms per million IDs and 20,000 µs per request", c)
+	}
+	code, out, _ = runCLI(t, "bench", "--target", ts.URL, "--route", "ids", "--count", "10", "-c", "1", "-n", "10",
+		"--metrics", ts.URL+"/metrics")
+	if code != 0 || !strings.Contains(out, "server CPU ids: 2.00 s") {
+		t.Fatalf("table: exit %d, %q", code, out)
+	}
+
+	srv.plain = true
+	code, _, errOut = runCLI(t, "bench", "--target", ts.URL, "--route", "ids", "-n", "5", "--metrics", ts.URL+"/metrics")
+	if code != 1 || !strings.Contains(errOut, "--metrics "+ts.URL+"/metrics: no process_cpu_seconds_total") {
+		t.Fatalf("no sample: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "bench", "--target", ts.URL, "-n", "5", "--metrics", "ftp://x/metrics")
+	if code != 2 || !strings.Contains(errOut, `--metrics: "ftp://x/metrics" is not`) {
+		t.Fatalf("bad URL: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestProcessCPUSample(t *testing.T) {
+	for in, want := range map[string]float64{
+		"# HELP x\nprocess_cpu_seconds_total 12.5\n":                       12.5,
+		"process_cpu_seconds_total_x 1\nprocess_cpu_seconds_total 3\n":     3,
+		`process_cpu_seconds_total{instance="a b"} 7 1700000000000` + "\n": 7,
+		"process_cpu_seconds_total 1.5e+01\n":                              15,
+	} {
+		if got, err := processCPU(strings.NewReader(in)); err != nil || got != want {
+			t.Errorf("processCPU(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := processCPU(strings.NewReader("process_cpu_seconds_total abc\n")); err == nil || !strings.Contains(err.Error(), `"abc"`) {
+		t.Errorf("a bad value: %v", err)
+	}
+}
+
+// The floor process's CPU comes from /proc: this process's own rises while
+// it works.
+func TestProcCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc:", err)
+	}
+	r := procCPU(os.Getpid())
+	c0, err := r(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for x := 0; ; x++ {
+		c1, err := r(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c1 > c0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU seconds stayed at %v for 10 s of busy work", c0)
+		}
+		for i := 0; i < 1_000_000; i++ {
+			x ^= i * 31
+		}
+	}
+	if _, err := procCPU(-1)(context.Background()); err == nil {
+		t.Error("a missing process gave no error")
+	}
+}
+
+// With --floor the floor runs before every route run and after the last,
+// each route's ratio is to the mean of the floor runs beside it, and
+// --rounds prints each route's median.
+func TestBenchFloorInterleavedRounds(t *testing.T) {
+	floors := 0
+	old := startFloor
+	startFloor = func(ctx context.Context) (*floorServer, error) {
+		floors++
+		ts := httptest.NewServer(floorHandler())
+		return &floorServer{addr: strings.TrimPrefix(ts.URL, "http://"), cpu: procCPU(os.Getpid()), close: ts.Close}, nil
+	}
+	defer func() { startFloor = old }()
+	ts := httptest.NewServer((&seqServer{}).handler())
+	defer ts.Close()
+	code, out, errOut := runCLI(t, "bench", "--target", ts.URL, "--route", "leaf-segment,ids", "--floor", "--rounds", "2", "-c", "1", "-n", "20", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		Runs    []benchRun     `json:"runs"`
+		Summary []benchSummary `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range res.Runs {
+		order = append(order, r.Route)
+	}
+	if got, want := strings.Join(order, " "), "floor leaf-segment floor ids floor leaf-segment floor ids floor"; got != want || floors != 5 {
+		t.Fatalf("runs %q (%d floors started); want %q", got, floors, want)
+	}
+	ratios := map[string][]float64{}
+	for i := 1; i < len(res.Runs); i += 2 {
+		r := res.Runs[i]
+		mean := (res.Runs[i-1].ReqPerSec + res.Runs[i+1].ReqPerSec) / 2
+		if want := math.Round(r.ReqPerSec/mean*1000) / 1000; r.FloorRatio != want {
+			t.Errorf("run %d (%s): ratio %v, want %v (%v req/s over floors %v and %v)", i, r.Route, r.FloorRatio, want,
+				r.ReqPerSec, res.Runs[i-1].ReqPerSec, res.Runs[i+1].ReqPerSec)
+		}
+		ratios[r.Route] = append(ratios[r.Route], r.FloorRatio)
+	}
+	if len(res.Summary) != 2 {
+		t.Fatalf("summary %+v: want leaf-segment and ids", res.Summary)
+	}
+	for _, s := range res.Summary {
+		rs := ratios[s.Route]
+		if s.Runs != 2 || s.MedianRatio != math.Round((rs[0]+rs[1])/2*1000)/1000 || s.MinRatio != min(rs[0], rs[1]) || s.MaxRatio != max(rs[0], rs[1]) {
+			t.Errorf("summary %+v; ratios %v", s, rs)
+		}
+	}
+	if code, _, errOut := runCLI(t, "bench", "--rounds", "0"); code != 2 || !strings.Contains(errOut, "--rounds: 0") {
+		t.Errorf("--rounds 0: exit %d, stderr %q", code, errOut)
 	}
 }
