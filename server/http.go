@@ -112,24 +112,26 @@ func getInts(n int) *[]int64 {
 }
 
 // ids serves GET /v1/keys/{key}/ids?count=N.
-func (s *Server) ids(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ids(w http.ResponseWriter, r *http.Request) { s.idsOf(w, r, r.PathValue("key")) }
+
+func (s *Server) idsOf(w http.ResponseWriter, r *http.Request, name string) {
 	start := s.clk.Mono()
-	st := s.serveIDs(w, r, "")
-	s.observeKey(routeIDs, r.PathValue("key"), st, s.clk.Mono()-start)
+	st := s.serveIDs(w, r, name, "")
+	s.observeKey(routeIDs, name, st, s.clk.Mono()-start)
 }
 
 // snowflakeIDs serves GET /v1/snowflake/{key}?count=N: ids, for snowflake
 // keys only.
 func (s *Server) snowflakeIDs(w http.ResponseWriter, r *http.Request) {
 	start := s.clk.Mono()
-	st := s.serveIDs(w, r, "snowflake")
+	st := s.serveIDs(w, r, r.PathValue("key"), "snowflake")
 	s.metrics.observe(routeSnowflake, st, s.clk.Mono()-start)
 }
 
 // countAndKey is the start of every ID-issuing request: method, count (at
-// most max) and key. On success the key is read-locked (the caller unlocks it) and st is
+// most max) and the key called name. On success the key is read-locked (the caller unlocks it) and st is
 // 0; otherwise the error is written and st is its status.
-func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, max int) (n int, k *key, st int) {
+func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string, max int) (n int, k *key, st int) {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return 0, nil, http.StatusMethodNotAllowed
 	}
@@ -138,7 +140,7 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, max int) (n
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
 		return 0, nil, http.StatusBadRequest
 	}
-	k, st = s.acquire(w, r, r.PathValue("key"))
+	k, st = s.acquire(w, r, name)
 	if st == 0 && r.Method == http.MethodHead {
 		// HEAD answers what GET would, headers only, and never
 		// consumes an ID.
@@ -152,8 +154,8 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, max int) (n
 	return n, k, st
 }
 
-func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, strategy string) int {
-	n, k, st := s.countAndKey(w, r, s.cfg.MaxCount)
+func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy string) int {
+	n, k, st := s.countAndKey(w, r, name, s.cfg.MaxCount)
 	if st != 0 {
 		return st
 	}
@@ -242,13 +244,17 @@ func (s *Server) rangeMax() int { return max(s.cfg.MaxCount, MaxRangeCount) }
 // up to N IDs, {"first","last","count"}; count may be less than N where a
 // segment ends.
 func (s *Server) rangeIDs(w http.ResponseWriter, r *http.Request) {
-	start := s.clk.Mono()
-	st := s.serveRange(w, r)
-	s.observeKey(routeRange, r.PathValue("key"), st, s.clk.Mono()-start)
+	s.rangeOf(w, r, r.PathValue("key"))
 }
 
-func (s *Server) serveRange(w http.ResponseWriter, r *http.Request) int {
-	n, k, st := s.countAndKey(w, r, s.rangeMax())
+func (s *Server) rangeOf(w http.ResponseWriter, r *http.Request, name string) {
+	start := s.clk.Mono()
+	st := s.serveRange(w, r, name)
+	s.observeKey(routeRange, name, st, s.clk.Mono()-start)
+}
+
+func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string) int {
+	n, k, st := s.countAndKey(w, r, name, s.rangeMax())
 	if st != 0 {
 		return st
 	}

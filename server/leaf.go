@@ -105,16 +105,19 @@ func (s *Server) leafRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) leafSegment(w http.ResponseWriter, r *http.Request) {
+	s.leafSegmentOf(w, r, r.PathValue("key"))
+}
+
+func (s *Server) leafSegmentOf(w http.ResponseWriter, r *http.Request, name string) {
 	start := s.clk.Mono()
-	st := s.serveLeafSegment(w, r)
+	st := s.serveLeafSegment(w, r, name)
 	s.metrics.observe(routeLeafSegment, st, s.clk.Mono()-start)
 }
 
-func (s *Server) serveLeafSegment(w http.ResponseWriter, r *http.Request) int {
+func (s *Server) serveLeafSegment(w http.ResponseWriter, r *http.Request, name string) int {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return http.StatusMethodNotAllowed
 	}
-	name := r.PathValue("key")
 	k := s.lookup(name)
 	if k == nil || k.ints == nil {
 		// Not configured: a tag of the default store's table, as Leaf

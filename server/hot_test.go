@@ -1,0 +1,86 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// canonicalPath agrees with its definition, path.Clean(p) == p or that
+// plus a trailing slash, on every path of up to 7 characters from "a./";
+// except "//", which the definition lets through (Clean gives "/") and
+// which is no more canonical than "/a//".
+func TestCanonicalPathIsCleanForm(t *testing.T) {
+	want := func(p string) bool {
+		return p != "" && p[0] == '/' && p != "//" && (path.Clean(p) == p || path.Clean(p)+"/" == p)
+	}
+	var walk func(p string)
+	n := 0
+	walk = func(p string) {
+		n++
+		if got := canonicalPath(p); got != want(p) {
+			t.Errorf("canonicalPath(%q) = %v, want %v", p, got, want(p))
+		}
+		if len(p) < 7 {
+			for _, c := range "a./" {
+				walk(p + string(c))
+			}
+		}
+	}
+	walk("")
+	if n < 3000 {
+		t.Fatalf("only %d paths tried", n)
+	}
+}
+
+// Requests hot serves get exactly what the mux gives them (status,
+// headers, body up to the numbers issued), and hot leaves escaped and
+// odd paths to the mux.
+func TestHotRoutesMatchMux(t *testing.T) {
+	f := newFixture(t, nil)
+	mux := http.NewServeMux()
+	f.s.routes(mux)
+	viaMux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Cache-Control"] = noStore
+		mux.ServeHTTP(w, r)
+	})
+	digits := regexp.MustCompile(`[0-9]+`)
+	shape := func(rec *httptest.ResponseRecorder) string {
+		h := rec.Header().Clone()
+		h.Del("Date")
+		var b strings.Builder
+		h.Write(&b)
+		return rec.Result().Status + "\n" + b.String() + digits.ReplaceAllString(rec.Body.String(), "N")
+	}
+	hot := []string{
+		"/api/segment/get/order", "/api/segment/get/order/", "/api/segment/get/nokey", "/api/segment/get/secret",
+		"/api/snowflake/get/snowflake", "/api/snowflake/get/anything/", "/api/segment/get/note",
+		"/v1/keys/order/ids", "/v1/keys/order/ids?count=3", "/v1/keys/order/ids?count=abc", "/v1/keys/nokey/ids",
+		"/v1/keys/secret/ids", "/v1/keys/note/ids?count=2",
+		"/v1/keys/order/range?count=5", "/v1/keys/snowflake/range", "/v1/keys/nokey/range",
+	}
+	cold := []string{
+		"/api/segment/get/%6Frder", "/api/segment/get/a%2Fb", "/api/segment/get/", "/api/segment/get/a/b",
+		"/v1/keys/order/ids/", "/v1/keys/ids", "/v1/keys/a%2Fb/ids", "/v1/keys/order", "/api/snowflake/get/",
+	}
+	for _, list := range []struct {
+		paths []string
+		hot   bool
+	}{{hot, true}, {cold, false}} {
+		for _, target := range list.paths {
+			for _, m := range []string{"GET", "POST", "HEAD", "DELETE"} {
+				r := httptest.NewRequest(m, target, nil)
+				if got := f.s.hot(httptest.NewRecorder(), r, r.URL.Path); got != list.hot {
+					t.Errorf("%s %s: hot = %v, want %v", m, target, got, list.hot)
+				}
+				a, b := do(f.h, req{method: m, target: target}), do(viaMux, req{method: m, target: target})
+				if sa, sb := shape(a), shape(b); sa != sb {
+					t.Errorf("%s %s:\nserved:\n%s\nthe mux:\n%s", m, target, sa, sb)
+				}
+			}
+		}
+	}
+}
