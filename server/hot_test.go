@@ -61,10 +61,12 @@ func TestHotRoutesMatchMux(t *testing.T) {
 		"/v1/keys/order/ids", "/v1/keys/order/ids?count=3", "/v1/keys/order/ids?count=abc", "/v1/keys/nokey/ids",
 		"/v1/keys/secret/ids", "/v1/keys/note/ids?count=2",
 		"/v1/keys/order/range?count=5", "/v1/keys/snowflake/range", "/v1/keys/nokey/range",
+		"/v1/snowflake/snowflake?count=4", "/v1/snowflake/order", "/v1/snowflake/nokey",
 	}
 	cold := []string{
 		"/api/segment/get/%6Frder", "/api/segment/get/a%2Fb", "/api/segment/get/", "/api/segment/get/a/b",
 		"/v1/keys/order/ids/", "/v1/keys/ids", "/v1/keys/a%2Fb/ids", "/v1/keys/order", "/api/snowflake/get/",
+		"/v1/snowflake/", "/v1/snowflake/snowflake/", "/v1/snowflake/a%2Fb",
 	}
 	for _, list := range []struct {
 		paths []string

@@ -123,8 +123,12 @@ func (s *Server) idsOf(w http.ResponseWriter, r *http.Request, name string) {
 // snowflakeIDs serves GET /v1/snowflake/{key}?count=N: ids, for snowflake
 // keys only.
 func (s *Server) snowflakeIDs(w http.ResponseWriter, r *http.Request) {
+	s.snowflakeIDsOf(w, r, r.PathValue("key"))
+}
+
+func (s *Server) snowflakeIDsOf(w http.ResponseWriter, r *http.Request, name string) {
 	start := s.clk.Mono()
-	st := s.serveIDs(w, r, r.PathValue("key"), "snowflake")
+	st := s.serveIDs(w, r, name, "snowflake")
 	s.metrics.observe(routeSnowflake, st, s.clk.Mono()-start)
 }
 

@@ -316,10 +316,11 @@ const (
 	leafSegmentPrefix   = "/api/segment/get/"
 	leafSnowflakePrefix = "/api/snowflake/get/"
 	keysPrefix          = "/v1/keys/"
+	snowflakePrefix     = "/v1/snowflake/"
 )
 
-// hot serves the requests that issue IDs (the Leaf routes, /v1 ids and
-// range) without ServeMux's general matching, which cleans the path again,
+// hot serves the requests that issue IDs (the Leaf routes, /v1 ids,
+// range and snowflake) without ServeMux's general matching, which cleans the path again,
 // unescapes each segment and fills a slice of path values: a third of the
 // handler's time on a single ID (BenchmarkLeafSegment in
 // server/strategies). It takes only paths the mux would send to the same
@@ -339,6 +340,11 @@ func (s *Server) hot(w http.ResponseWriter, r *http.Request, p string) bool {
 	case strings.HasPrefix(p, leafSnowflakePrefix):
 		if _, ok := lastSegment(p[len(leafSnowflakePrefix):]); ok {
 			s.leafSnowflake(w, r) // Leaf ignores the key here
+			return true
+		}
+	case strings.HasPrefix(p, snowflakePrefix):
+		if key := p[len(snowflakePrefix):]; key != "" && !strings.Contains(key, "/") {
+			s.snowflakeIDsOf(w, r, key)
 			return true
 		}
 	case strings.HasPrefix(p, keysPrefix):
