@@ -62,6 +62,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idmint/idmint/internal/numfmt"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -379,7 +380,10 @@ func (s *Server) serveCache(w http.ResponseWriter, r *http.Request) int {
 		cell(&b, strconv.FormatBool(v.InitOk))
 		cell(&b, strconv.FormatBool(v.NextReady))
 		for _, n := range []int64{int64(v.Pos), v.Value0, v.Max0, v.Step0, v.Value1, v.Max1, v.Step1} {
-			cell(&b, groupDigits(n))
+			// Grouped as FreeMarker's default number format does in the
+			// en_US and zh_CN locales ("1,234,567"): Leaf's pages print
+			// ${item.maxId} without ?c.
+			cell(&b, numfmt.Group(n))
 		}
 		b.WriteString("</tr>\n")
 	}
@@ -449,8 +453,8 @@ func (s *Server) serveDB(w http.ResponseWriter, r *http.Request) int {
 	for _, row := range rows {
 		b.WriteString("<tr>")
 		cell(&b, html.EscapeString(row.Key))
-		cell(&b, groupDigits(row.MaxID))
-		cell(&b, groupDigits(row.Step))
+		cell(&b, numfmt.Group(row.MaxID))
+		cell(&b, numfmt.Group(row.Step))
 		upd := ""
 		if !row.UpdateTime.IsZero() {
 			upd = row.UpdateTime.Local().Format("2006-01-02 15:04:05")
@@ -474,28 +478,6 @@ func cell(b *strings.Builder, text string) {
 	b.WriteString("<td>")
 	b.WriteString(text)
 	b.WriteString("</td>")
-}
-
-// groupDigits formats n as FreeMarker's default number format does in the
-// en_US and zh_CN locales ("1,234,567"): Leaf's pages print ${item.maxId}
-// without ?c.
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // leafHTML answers 200 with a page, as Spring's FreeMarkerView does

@@ -164,14 +164,6 @@ func TestLeafMonitorPages(t *testing.T) {
 	}
 }
 
-func TestGroupDigits(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1234567: "-1,234,567", 9223372036854775807: "9,223,372,036,854,775,807"} {
-		if got := groupDigits(n); got != want {
-			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // newFixtureReg is newFixture on a registry the test extends.
 func newFixtureReg(t testing.TB, reg *Registry, mutate func(*Config)) *fixture {
 	t.Helper()

@@ -21,6 +21,7 @@ import (
 	v1 "github.com/idmint/idmint/api/idmintv1"
 	"github.com/idmint/idmint/client"
 	"github.com/idmint/idmint/internal/hdr"
+	"github.com/idmint/idmint/internal/numfmt"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -612,22 +613,7 @@ func printBenchTable(w io.Writer, runs []benchRun) {
 }
 
 // group writes a rounded number with thousands separators.
-func group(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func group(v float64) string { return numfmt.GroupDecimal(fmt.Sprintf("%.0f", v)) }
 
 func fmtUs(us float64) string { return fmtDur(time.Duration(us * 1000)) }
 
