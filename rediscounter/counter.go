@@ -304,7 +304,7 @@ func (c *Counter) NextN(ctx context.Context, dst []int64) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	for range 8 {
+	for attempt := range 16 {
 		ceil := c.ceiling.Load()
 		res, err := incrScript.Run(ctx, c.client, c.key, ceil, c.floor.Load(), n).Int64Slice()
 		if err != nil {
@@ -325,7 +325,18 @@ func (c *Counter) NextN(ctx context.Context, dst []int64) (int, error) {
 			if v+n > MaxValue {
 				return 0, fmt.Errorf("%w: %s is at %d; %d more would pass %d", ErrExhausted, c.key[0], v, n, int64(MaxValue))
 			}
-			if err := c.raise(ctx, v+n+c.block); err != nil {
+			// Other processes may race the counter past the new ceiling
+			// before this call's INCRBY: each race lost doubles the lead
+			// (up to 1,024 blocks), so a call is never starved; the
+			// price is a larger gap if the process dies holding it.
+			lead := max(c.block, n) << min(attempt, 10)
+			target := v + n // <= MaxValue, checked above
+			if lead > MaxValue-target {
+				target = MaxValue
+			} else {
+				target += lead
+			}
+			if err := c.raise(ctx, target); err != nil {
 				return 0, err
 			}
 		case 2: // below the floor: the key lost data without a restart
