@@ -109,7 +109,7 @@ func NewZooKeeper(ctx context.Context, servers []string, root, endpoint string, 
 		return nil, fmt.Errorf("%w: zookeeper endpoint %q must be ip:port without '-'", ErrBadURL, endpoint)
 	}
 	a := &zkAssigner{s: s, root: root, endpoint: endpoint, held: map[int64]bool{}}
-	conn, events, err := zk.Connect(servers, s.ttl, zk.WithLogger(zkLogger{a}))
+	conn, events, err := zk.Connect(servers, s.ttl, zk.WithLogger(zkLogger{a}), zk.WithDialer(cappedDialer(2*s.ttl)))
 	if err != nil {
 		return nil, fmt.Errorf("worker: zookeeper %s: %w", strings.Join(servers, ","), err)
 	}
@@ -537,4 +537,45 @@ func (b *zkBackend) release(ctx context.Context) error {
 		return struct{}{}, nil
 	})
 	return err
+}
+
+// cappedDialer dials as go-zookeeper's default does (net.DialTimeout) and
+// caps every read and write deadline the client sets on the connection at
+// limit from when it sets it. The client waits 10 × ⅔ of the session
+// timeout for the answer to a connect request (go-zookeeper v1.0.4,
+// authenticate): a server that accepts a connection and does not answer
+// (a restarting, overloaded JVM; a black hole) kept it from trying again
+// for that long, 20 s at a 3 s TTL, while the worker ID could have been
+// re-acquired in 2 × TTL. Its other deadlines are ⅔ of the session
+// timeout, under a cap of 2 × TTL even when the server negotiates up to
+// three times the requested timeout.
+func cappedDialer(limit time.Duration) zk.Dialer {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &cappedConn{Conn: c, limit: limit}, nil
+	}
+}
+
+type cappedConn struct {
+	net.Conn
+	limit time.Duration
+}
+
+func (c *cappedConn) SetDeadline(t time.Time) error      { return c.Conn.SetDeadline(c.cap(t)) }
+func (c *cappedConn) SetReadDeadline(t time.Time) error  { return c.Conn.SetReadDeadline(c.cap(t)) }
+func (c *cappedConn) SetWriteDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(c.cap(t)) }
+
+// cap returns t, or now + limit if t is later; the zero time (no
+// deadline) stays.
+func (c *cappedConn) cap(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	if m := time.Now().Add(c.limit); t.After(m) {
+		return m
+	}
+	return t
 }
