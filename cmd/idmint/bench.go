@@ -142,7 +142,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	n := fs.Int64("n", 0, "requests per run instead of a duration")
 	maxCount := fs.Int("max-count", 0, "with --client: client.Options.MaxCount, the most IDs one request asks for (the servers' max_count; default the client's 10000)")
 	useClient := fs.Bool("client", false, "draw IDs through the Go client (client.Next with its adaptive prefetch) from all targets")
-	floor := fs.Bool("floor", false, "first run the same load against a bare net/http counter in this process, and report each run's req/s as a fraction of it")
+	floor := fs.Bool("floor", false, "run the same load against a bare net/http counter server (a child process) before every route and after the last, and report each route's req/s as a fraction of the mean of the two floor runs beside it")
 	check := fs.Bool("check", false, "keep every ID: fail on a duplicate, or an ID not above the previous one on the same worker (8 bytes of memory per ID)")
 	stamp := fs.String("stamp", "", "decode every ID with this snowflake layout (idmint serve issues leaf) and report how far its stamp lies outside [sent, received]")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
