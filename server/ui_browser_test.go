@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/strategies"
 )
@@ -261,12 +262,15 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Let the charts gather a second sample before the picture is taken;
 	// when the picture is wanted (IDMINT_UI_SCREENSHOT), a minute of them.
+	// Samples are taken on the server's real clock while the page polls.
 	shot := os.Getenv("IDMINT_UI_SCREENSHOT")
-	if shot == "" {
-		time.Sleep(server.UISampleEvery + time.Second)
-	} else {
-		time.Sleep(12*server.UISampleEvery + time.Second)
+	want := 2
+	if shot != "" {
+		want = 13
 	}
+	testserver.Eventually(t, "order's rate chart to hold "+strconv.Itoa(want)+" samples", time.Duration(want+2)*server.UISampleEvery, func() bool {
+		return orderSamples(t, base, adminToken) >= want
+	})
 	issue("order", 400)
 	waitFor("order's issued count after 1,634 IDs", "keys", func(m map[string]map[string]string) bool {
 		return m["order"]["issued"] == "1,634"
@@ -305,4 +309,30 @@ func TestDashboardInBrowser(t *testing.T) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("the browser test ran out of time")
 	}
+}
+
+// orderSamples is how many samples the dashboard's state holds for the
+// key "order" (0 when the state cannot be read).
+func orderSamples(t *testing.T, base, adminToken string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/ui/api/state", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var st server.UIState
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return 0
+	}
+	for _, k := range st.Keys {
+		if k.Name == "order" {
+			return len(k.History)
+		}
+	}
+	return 0
 }
