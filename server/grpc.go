@@ -208,7 +208,8 @@ func (s *Server) grpcCountAndKey(ctx context.Context, count uint32, name string,
 func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.NextIDsResponse, err error) {
 	s := g.s
 	start := s.clk.Mono()
-	defer func() { s.observeKey(routeGRPCIDs, r.GetKey(), grpcStatus(err), s.clk.Mono()-start) }()
+	var k *key
+	defer func() { s.observeKey(routeGRPCIDs, r.GetKey(), k, grpcStatus(err), s.clk.Mono()-start) }()
 	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey(), s.cfg.MaxCount)
 	if err != nil {
 		return nil, err
@@ -220,7 +221,8 @@ func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.N
 func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *v1.NextRangeResponse, err error) {
 	s := g.s
 	start := s.clk.Mono()
-	defer func() { s.observeKey(routeGRPCRange, r.GetKey(), grpcStatus(err), s.clk.Mono()-start) }()
+	var k *key
+	defer func() { s.observeKey(routeGRPCRange, r.GetKey(), k, grpcStatus(err), s.clk.Mono()-start) }()
 	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey(), s.rangeMax())
 	if err != nil {
 		return nil, err
@@ -282,7 +284,7 @@ func (g *grpcIDs) StreamIDs(r *v1.StreamIDsRequest, stream grpc.ServerStreamingS
 	s := g.s
 	ctx := stream.Context()
 	start := s.clk.Mono()
-	defer func() { s.observeKey(routeGRPCStream, r.GetKey(), grpcStatus(err), s.clk.Mono()-start) }()
+	defer func() { s.observeKey(routeGRPCStream, r.GetKey(), nil, grpcStatus(err), s.clk.Mono()-start) }()
 	batch, err := s.grpcCount(ctx, r.GetBatch(), "batch", s.cfg.MaxCount)
 	if err != nil {
 		return err

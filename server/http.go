@@ -116,8 +116,8 @@ func (s *Server) ids(w http.ResponseWriter, r *http.Request) { s.idsOf(w, r, r.P
 
 func (s *Server) idsOf(w http.ResponseWriter, r *http.Request, name string) {
 	start := s.clk.Mono()
-	st := s.serveIDs(w, r, name, "")
-	s.observeKey(routeIDs, name, st, s.clk.Mono()-start)
+	st, k := s.serveIDs(w, r, name, "")
+	s.observeKey(routeIDs, name, k, st, s.clk.Mono()-start)
 }
 
 // snowflakeIDs serves GET /v1/snowflake/{key}?count=N: ids, for snowflake
@@ -128,7 +128,7 @@ func (s *Server) snowflakeIDs(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) snowflakeIDsOf(w http.ResponseWriter, r *http.Request, name string) {
 	start := s.clk.Mono()
-	st := s.serveIDs(w, r, name, "snowflake")
+	st, _ := s.serveIDs(w, r, name, "snowflake")
 	s.metrics.observe(routeSnowflake, st, s.clk.Mono()-start)
 }
 
@@ -158,10 +158,12 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 	return n, k, st
 }
 
-func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy string) int {
+// serveIDs answers a batch of IDs and returns the status and the key
+// the request found (nil if none).
+func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy string) (int, *key) {
 	n, k, st := s.countAndKey(w, r, name, s.cfg.MaxCount)
 	if st != 0 {
-		return st
+		return st, k
 	}
 	// k.mu is held while the issuer runs, never while the answer is
 	// written: a client that does not read would otherwise hold it, and
@@ -169,7 +171,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 	if strategy != "" && k.cfg.Strategy != strategy {
 		k.mu.RUnlock()
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " uses strategy " + strconv.Quote(k.cfg.Strategy) + ", not " + strconv.Quote(strategy)})
-		return http.StatusBadRequest
+		return http.StatusBadRequest, k
 	}
 	bp := bytePool.Get().(*[]byte)
 	b := (*bp)[:0]
@@ -185,7 +187,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 		if err != nil {
 			int64Pool.Put(ip)
 			bytePool.Put(bp)
-			return s.fail(w, r, k, err)
+			return s.fail(w, r, k, err), k
 		}
 		for i, id := range *ip {
 			if i > 0 {
@@ -202,7 +204,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 		k.mu.RUnlock()
 		if err != nil {
 			bytePool.Put(bp)
-			return s.fail(w, r, k, err)
+			return s.fail(w, r, k, err), k
 		}
 		for i, id := range ss {
 			if i > 0 {
@@ -213,13 +215,11 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 	}
 	b = append(b, "]}\n"...)
 	k.issued.Add(float64(n))
-	h := w.Header()
-	h["Content-Type"] = jsonType
-	h["Cache-Control"] = noStore
+	w.Header()["Content-Type"] = jsonType // Cache-Control: canonical set it
 	w.Write(b)
 	*bp = b
 	bytePool.Put(bp)
-	return http.StatusOK
+	return http.StatusOK, k
 }
 
 var (
@@ -253,24 +253,26 @@ func (s *Server) rangeIDs(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) rangeOf(w http.ResponseWriter, r *http.Request, name string) {
 	start := s.clk.Mono()
-	st := s.serveRange(w, r, name)
-	s.observeKey(routeRange, name, st, s.clk.Mono()-start)
+	st, k := s.serveRange(w, r, name)
+	s.observeKey(routeRange, name, k, st, s.clk.Mono()-start)
 }
 
-func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string) int {
+// serveRange answers a range and returns the status and the key the
+// request found (nil if none).
+func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string) (int, *key) {
 	n, k, st := s.countAndKey(w, r, name, s.rangeMax())
 	if st != 0 {
-		return st
+		return st, k
 	}
 	if k.ranger == nil {
 		k.mu.RUnlock()
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " (strategy " + strconv.Quote(k.cfg.Strategy) + ") does not hand out contiguous ranges; use /v1/keys/{key}/ids"})
-		return http.StatusBadRequest
+		return http.StatusBadRequest, k
 	}
 	first, got, err := k.ranger.NextRange(r.Context(), int64(n))
 	k.mu.RUnlock() // before writing: see serveIDs
 	if err != nil {
-		return s.fail(w, r, k, err)
+		return s.fail(w, r, k, err), k
 	}
 	k.issued.Add(float64(got))
 	b := make([]byte, 0, 160)
@@ -283,11 +285,9 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string)
 	b = append(b, `","count":`...)
 	b = strconv.AppendInt(b, got, 10)
 	b = append(b, "}\n"...)
-	h := w.Header()
-	h["Content-Type"] = jsonType
-	h["Cache-Control"] = noStore
+	w.Header()["Content-Type"] = jsonType // Cache-Control: canonical set it
 	w.Write(b)
-	return http.StatusOK
+	return http.StatusOK, k
 }
 
 // decodedJSON is the /v1/decode answer.

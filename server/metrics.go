@@ -90,8 +90,14 @@ func (m *metrics) observe(route, status int, d time.Duration) {
 // counted at all: idmint_http_requests_total and the latency histogram's
 // count would otherwise rise by exactly the number of order numbers
 // issued one at a time.
-func (s *Server) observeKey(route int, name string, status int, d time.Duration) {
-	if k := s.lookup(name); k != nil && k.hides {
+//
+// k is the key the request found, when it got that far; only otherwise is
+// name looked up again.
+func (s *Server) observeKey(route int, name string, k *key, status int, d time.Duration) {
+	if k == nil {
+		k = s.lookup(name)
+	}
+	if k != nil && k.hides {
 		return
 	}
 	s.metrics.observe(route, status, d)
