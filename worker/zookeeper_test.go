@@ -3,9 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -256,75 +253,6 @@ func TestZooKeeperStaleOwnLock(t *testing.T) {
 	holds(t, l2, zkTTL/2, "after taking over a stale lock")
 }
 
-// stallFront stands in for a ZooKeeper server that restarts slowly: it
-// forwards connections to the real one, but while stalled it drops the
-// connections it forwards (the old process died) and accepts new ones
-// without ever answering them, even after it resumes (the new process
-// accepted them before it could serve, and lost them).
-type stallFront struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	stalled bool
-	live    []net.Conn // forwarded connections, both sides
-	held    []net.Conn // accepted while stalled: never answered
-}
-
-func newStallFront(t *testing.T, target string) *stallFront {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &stallFront{ln: ln, target: target}
-	go f.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, c := range append(f.live, f.held...) {
-			c.Close()
-		}
-	})
-	return f
-}
-
-func (f *stallFront) accept() {
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		if f.stalled {
-			f.held = append(f.held, c)
-			f.mu.Unlock()
-			continue
-		}
-		up, err := net.Dial("tcp", f.target)
-		if err != nil {
-			f.mu.Unlock()
-			c.Close()
-			continue
-		}
-		f.live = append(f.live, c, up)
-		f.mu.Unlock()
-		go func() { io.Copy(up, c); up.Close() }()
-		go func() { io.Copy(c, up); c.Close() }()
-	}
-}
-
-func (f *stallFront) stall(on bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stalled = on
-	if on {
-		for _, c := range f.live {
-			c.Close()
-		}
-		f.live = nil
-	}
-}
-
 // TestZooKeeperSilentServerRecovers: ZooKeeper goes away and comes back
 // slowly, having accepted the client's reconnection without answering it.
 // The client gives up on that connection after 2 × TTL (its read deadline
@@ -333,40 +261,21 @@ func (f *stallFront) stall(on bool) {
 // that cap: 12 s here, where the uncapped client took about 16 s.
 func TestZooKeeperSilentServerRecovers(t *testing.T) {
 	t.Parallel()
-	addr := testserver.Addr(t, testserver.ZooKeeper)
-	front := newStallFront(t, addr)
-	root := "/" + testserver.Prefix(t) + "/snowflake/silent"
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	as, err := NewZooKeeper(ctx, []string{front.ln.Addr().String()}, root, "10.6.0.1:8080", WithTTL(zkTTL), WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { as.Close() })
-	a := as.(*zkAssigner)
-	obs, _, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(obs.Close)
-	l1 := acquireZK(t, a)
-	lock := a.lockPath(l1.ID())
+	f := newZKFixture(t, "10.6.0.1:8080")
+	l1 := acquireZK(t, f.a)
+	lock := f.a.lockPath(l1.ID())
 
-	front.stall(true)
+	f.proxy.Stall()
 	testserver.Eventually(t, "the server to expire the silent client's session", 6*zkTTL, func() bool {
-		ok, _, err := obs.Exists(lock)
+		ok, _, err := f.obs.Exists(lock)
 		return err == nil && !ok
 	})
-	testserver.Eventually(t, "the client to reconnect into the silent front", 2*zkTTL, func() bool {
-		front.mu.Lock()
-		defer front.mu.Unlock()
-		return len(front.held) > 0
-	})
+	testserver.Eventually(t, "the client to reconnect into the silent server", 2*zkTTL, func() bool { return f.proxy.Held() > 0 })
 	back := time.Now()
-	front.stall(false)
+	f.proxy.Heal()
 	waitDone(t, l1, 2*zkTTL+2*zkTTL, "after the server came back")
 	l1.Close()
-	l2 := reacquire(t, a, 2*zkTTL+2*zkTTL-time.Since(back), "after the server came back")
+	l2 := reacquire(t, f.a, 2*zkTTL+2*zkTTL-time.Since(back), "after the server came back")
 	t.Logf("held again %v after the server came back", time.Since(back).Round(time.Millisecond))
 	if l2.ID() != l1.ID() || l2.Generation() <= l1.Generation() {
 		t.Fatalf("new lease: id %d generation %d; want id %d, generation above %d", l2.ID(), l2.Generation(), l1.ID(), l1.Generation())

@@ -1,7 +1,8 @@
 // Package tcpproxy is a loopback TCP proxy for tests. It forwards every
 // connection it accepts to one target and can stage network faults between
 // a client and a real server: Cut resets every connection, Blackhole lets
-// nothing through while keeping connections open, and Heal ends either.
+// nothing through while keeping connections open, Stall stands in for a
+// server that died and came back without answering, and Heal ends each.
 //
 // A test points its client at Proxy.Addr instead of the server:
 //
@@ -28,6 +29,7 @@ const (
 	open      state = iota // forward
 	cut                    // reset every connection at once
 	blackhole              // keep connections, pass nothing
+	stall                  // reset every connection, hold new ones unanswered
 )
 
 // DialTimeout bounds connecting to the target for each accepted connection;
@@ -43,6 +45,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	state  state
 	conns  map[net.Conn]struct{} // every open connection, both sides
+	held   map[net.Conn]struct{} // accepted during a Stall, never answered
 	closed bool
 
 	wg sync.WaitGroup
@@ -59,7 +62,7 @@ func Listen(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, held: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -83,9 +86,24 @@ func (p *Proxy) Cut() { p.set(cut) }
 // as a middlebox that lost their state would, so clients reconnect.
 func (p *Proxy) Blackhole() { p.set(blackhole) }
 
-// Heal ends a Cut or a Blackhole: new connections are forwarded again.
-// Connections open during a Blackhole are reset.
+// Stall resets every connection, as a server that dies does, and then
+// accepts new connections without ever answering them, as its successor
+// does when it accepts before it can serve: unlike after a Blackhole, Heal
+// leaves those connections held, unanswered, until their client gives up.
+func (p *Proxy) Stall() { p.set(stall) }
+
+// Heal ends a Cut, a Blackhole or a Stall: new connections are forwarded
+// again. Connections open during a Blackhole are reset; those accepted
+// during a Stall stay held.
 func (p *Proxy) Heal() { p.set(open) }
+
+// Held returns how many connections accepted during a Stall are still
+// open, waiting for an answer that never comes.
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.held)
+}
 
 // Conns returns how many client connections are open through the proxy.
 func (p *Proxy) Conns() int {
@@ -99,9 +117,11 @@ func (p *Proxy) set(s state) {
 	prev := p.state
 	p.state = s
 	var drop []net.Conn
-	if s == cut || (s == open && prev == blackhole) {
+	if s == cut || s == stall || (s == open && prev == blackhole) {
 		for c := range p.conns {
-			drop = append(drop, c)
+			if _, held := p.held[c]; !held || s == cut {
+				drop = append(drop, c)
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -165,10 +185,12 @@ func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Unlock()
 }
 
-func (p *Proxy) passing() bool {
+func (p *Proxy) passing() bool { return p.current() == open }
+
+func (p *Proxy) current() state {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.state == open
+	return p.state
 }
 
 func (p *Proxy) serve(client net.Conn) {
@@ -178,9 +200,20 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(client)
-	if !p.passing() {
-		// Accepted during a blackhole: swallow what the client sends
-		// until Heal or Cut resets the connection.
+	if st := p.current(); st != open {
+		// Accepted during a Blackhole: swallow what the client sends
+		// until Heal or Cut resets the connection. During a Stall: the
+		// same, until the client gives up or Cut or Close resets it.
+		if st == stall {
+			p.mu.Lock()
+			p.held[client] = struct{}{}
+			p.mu.Unlock()
+			defer func() {
+				p.mu.Lock()
+				delete(p.held, client)
+				p.mu.Unlock()
+			}()
+		}
 		_, _ = io.Copy(io.Discard, client)
 		reset(client)
 		return

@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
 )
 
 // echo starts a line echo server and returns its address.
@@ -119,6 +121,37 @@ func TestBlackholePassesNothingThenHealResets(t *testing.T) {
 	if got, err := roundTrip(dial(t, p), 5*time.Second); err != nil || got != "ping\n" {
 		t.Fatalf("after Heal a new connection answered %q, %v", got, err)
 	}
+}
+
+// Stall resets what was open and holds what comes next unanswered, and
+// Heal forwards new connections while the held ones stay silent.
+func TestStallHoldsThroughHeal(t *testing.T) {
+	t.Parallel()
+	p := start(t)
+	old := dial(t, p)
+	if _, err := roundTrip(old, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Stall()
+	if got, err := roundTrip(old, 5*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("after Stall the old connection answered %q, %v; want it reset", got, err)
+	}
+	held := dial(t, p)
+	if got, err := roundTrip(held, 300*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("during the stall a new connection answered %q, %v; want silence", got, err)
+	}
+	if n := p.Held(); n != 1 {
+		t.Fatalf("Held = %d during the stall, want 1", n)
+	}
+	p.Heal()
+	if got, err := roundTrip(held, 300*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("after Heal the held connection answered %q, %v; want it still silent", got, err)
+	}
+	if got, err := roundTrip(dial(t, p), 5*time.Second); err != nil || got != "ping\n" {
+		t.Fatalf("after Heal a new connection answered %q, %v", got, err)
+	}
+	held.Close()
+	testserver.Eventually(t, "the held connection to be let go after its client closed", 5*time.Second, func() bool { return p.Held() == 0 })
 }
 
 func TestTargetDown(t *testing.T) {
