@@ -61,6 +61,11 @@ type Config struct {
 	TLS TLSConfig `yaml:"tls"`
 	// MaxCount is the most IDs one request may ask for. Default 10000.
 	MaxCount int `yaml:"max_count"`
+	// MaxConns is the most connections the public HTTP listener holds at
+	// once; further clients wait in the kernel's accept queue until one
+	// closes (idle ones close after idle_timeout). Default 4096: with a
+	// connection's buffers and goroutine, tens of MiB at most.
+	MaxConns int `yaml:"max_conns"`
 	// MaxBodyBytes limits request bodies. Default 64 KiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// LeafSnowflakeKey serves /api/snowflake/get/{key} for keys that are
@@ -181,6 +186,7 @@ const (
 	DefaultDataDir      = "idmint-data"
 	DefaultMaxCount     = 10000
 	DefaultMaxBodyBytes = 64 << 10
+	DefaultMaxConns     = 4096
 	DefaultStore        = "default"
 )
 
@@ -217,6 +223,9 @@ func (c *Config) SetDefaults() {
 	}
 	if _, ok := c.Stores[DefaultStore]; !ok {
 		c.Stores[DefaultStore] = "sqlite://" + filepath.ToSlash(absOrSelf(filepath.Join(c.DataDir, "segments.db")))
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.MaxCount == 0 {
 		c.MaxCount = DefaultMaxCount
@@ -386,6 +395,9 @@ func (c *Config) Validate(reg *Registry) error {
 	}
 	if c.MaxCount < 1 || c.MaxCount > 1_000_000 {
 		add("max_count", strconv.Itoa(c.MaxCount), "must be between 1 and 1000000")
+	}
+	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
+		add("max_conns", strconv.Itoa(c.MaxConns), "must be between 1 and 1048576")
 	}
 	if c.MaxBodyBytes < 1 {
 		add("max_body_bytes", strconv.FormatInt(c.MaxBodyBytes, 10), "must be positive")

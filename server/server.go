@@ -433,12 +433,19 @@ type Listeners struct {
 func (s *Server) Serve(ctx context.Context, l Listeners) error {
 	pub := s.HTTPServer(s.Handler())
 	errc := make(chan error, 3)
+	// At most max_conns connections at once (U10: each holds buffers and
+	// a goroutine), as the gRPC listener holds at most GRPCMaxConns.
+	maxConns := s.cfg.MaxConns
+	if maxConns < 1 { // a Config that skipped SetDefaults
+		maxConns = DefaultMaxConns
+	}
+	httpLn := newLimitListener(l.HTTP, maxConns)
 	go func() {
 		var err error
 		if s.cfg.TLS.CertFile != "" {
-			err = pub.ServeTLS(l.HTTP, s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
+			err = pub.ServeTLS(httpLn, s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
 		} else {
-			err = pub.Serve(l.HTTP)
+			err = pub.Serve(httpLn)
 		}
 		errc <- err
 	}()

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The public listener holds at most max_conns connections (U10): with 2
+// kept open, a third client gets no answer until one of them closes.
+func TestAttackMaxConns(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxConns = 2 })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- f.s.Serve(ctx, Listeners{HTTP: ln}) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-served:
+		case <-time.After(30 * time.Second):
+			t.Error("Serve did not return 30 s after its context ended")
+		}
+	})
+	const req = "GET /api/segment/get/order HTTP/1.1\r\nHost: x\r\n\r\n"
+	// ask sends one request on c and returns its status line, or the error
+	// when none comes within d.
+	ask := func(c net.Conn, r *bufio.Reader, d time.Duration) (string, error) {
+		c.SetDeadline(time.Now().Add(d))
+		if _, err := io.WriteString(c, req); err != nil {
+			return "", err
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		// Read the rest of the answer: headers, then the bare ID.
+		for {
+			h, err := r.ReadString('\n')
+			if err != nil {
+				return "", err
+			}
+			if h == "\r\n" {
+				break
+			}
+		}
+		return strings.TrimSpace(line), nil
+	}
+	var conns []net.Conn
+	var readers []*bufio.Reader
+	for i := range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns, readers = append(conns, c), append(readers, bufio.NewReader(c))
+		if i < 2 {
+			if line, err := ask(c, readers[i], 10*time.Second); err != nil || line != "HTTP/1.1 200 OK" {
+				t.Fatalf("connection %d: %q, %v", i, line, err)
+			}
+		}
+	}
+	if line, err := ask(conns[2], readers[2], 500*time.Millisecond); err == nil {
+		t.Fatalf("a third connection was served (%q) while max_conns = 2 were open", line)
+	}
+	conns[0].Close()
+	conns[2].SetDeadline(time.Now().Add(10 * time.Second))
+	line, err := readers[2].ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "HTTP/1.1 200 OK" {
+		t.Fatalf("after one connection closed, the waiting one got %q, %v", line, err)
+	}
+}
