@@ -118,4 +118,11 @@ func (m *memStore) Get(ctx context.Context, key string) (segment.KeyInfo, error)
 func (m *memStore) List(ctx context.Context) ([]segment.KeyInfo, error)       { return nil, nil }
 func (m *memStore) SetStep(ctx context.Context, key string, step int64) error { return nil }
 func (m *memStore) Delete(ctx context.Context, key string) error              { return nil }
-func (m *memStore) Close() error                                              { return nil }
+func (m *memStore) Raise(ctx context.Context, key string, atLeast int64) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := m.max
+	m.max = max(m.max, atLeast)
+	return before, nil
+}
+func (m *memStore) Close() error { return nil }

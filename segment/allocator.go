@@ -24,6 +24,11 @@ type Allocator struct {
 
 	mu   sync.Mutex                      // serialises changes to keys
 	keys atomic.Pointer[map[string]*Key] // copy on write: lookups take no lock
+
+	idMu     sync.Mutex // guards identity; held over the store's Identity call
+	identity string     // the store's server as last seen ("" before the first)
+	idChecks uint64
+	idSwaps  uint64 // changes of identity seen
 }
 
 // New returns an Allocator over store. It does no I/O: each key's first
@@ -90,7 +95,7 @@ func (a *Allocator) Key(key string) (*Key, error) {
 	if k, ok := old[key]; ok {
 		return k, nil
 	}
-	k := &Key{a: a, name: key, changed: make(chan struct{})}
+	k := &Key{a: a, name: key, changed: make(chan struct{}), space: WitnessSpace(key, a.opts.Delta, a.opts.Remainder)}
 	k.cur.Store(exhausted)
 	m := make(map[string]*Key, len(old)+1)
 	for n, v := range old {
@@ -173,6 +178,9 @@ type Key struct {
 	failCount  uint64        // failed loads in the current outage
 	lastLat    time.Duration
 	totalLat   time.Duration
+	wentBack   uint64 // times the store answered below the mark and was raised
+	lastBack   [2]int64
+	space      string // name in the witness
 }
 
 // buffer is one segment being served. pos is the next ID to hand out;
@@ -487,19 +495,14 @@ func (k *Key) loadOnce() (*buffer, error) {
 	k.mu.Unlock()
 
 	t0 := clk.Mono()
+	a.checkIdentity()
 	seg, err := k.allocate(step)
-	lat := clk.Mono() - t0
-	if err == nil && (seg.End <= seg.Start || seg.Step < 1) {
-		err = fmt.Errorf("segment: key %q: store returned an empty segment [%d, %d) step %d", k.name, seg.Start, seg.End, seg.Step)
+	if err == nil {
+		seg, err = k.witnessed(seg, step)
 	}
+	lat := clk.Mono() - t0
 	if err != nil {
 		return nil, err
-	}
-	k.mu.Lock()
-	high, seen := k.high, k.loaded
-	k.mu.Unlock()
-	if seen && seg.Start < high {
-		return nil, fmt.Errorf("%w: key %q: store returned [%d, %d), below %d already leased", ErrWentBack, k.name, seg.Start, seg.End, high)
 	}
 
 	b := &buffer{start: seg.Start, end: seg.End, delta: a.opts.Delta, slot: slot}
@@ -555,10 +558,108 @@ func (k *Key) allocate(step int64) (Segment, error) {
 		}
 		seg, err = a.store.Allocate(ctx, k.name, step)
 	}
+	if err == nil && (seg.End <= seg.Start || seg.Step < 1) {
+		err = fmt.Errorf("segment: key %q: store returned an empty segment [%d, %d) step %d", k.name, seg.Start, seg.End, seg.Step)
+	}
 	if err != nil && a.ctx.Err() != nil {
 		err = fmt.Errorf("key %q: %w", k.name, ErrClosed)
 	}
 	return seg, err
+}
+
+// maxRepairs bounds how often one load raises a store that keeps
+// answering below the mark before it reports ErrWentBack (and retries
+// with backoff).
+const maxRepairs = 8
+
+// witnessed returns a segment that holds no number served before: one
+// starting at or above the end of every segment this Key leased, whose
+// range the witness let it claim. A segment below either mark is not
+// used: the store is raised above the mark at once (Store.Raise) and asked
+// again. When the raise moved max_id, the store had forgotten writes it
+// acknowledged; that is logged and counted. When it did not, another node
+// simply claimed a later segment first (a gap, nothing to report).
+func (k *Key) witnessed(seg Segment, step int64) (Segment, error) {
+	a := k.a
+	for try := 0; ; try++ {
+		k.mu.Lock()
+		high, seen := k.high, k.loaded
+		k.mu.Unlock()
+		var mark int64
+		switch {
+		case seen && seg.Start < high:
+			mark = high
+		case a.opts.Witness != nil:
+			ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
+			m, ok, err := a.opts.Witness.Claim(ctx, k.space, seg.Start, seg.End)
+			cancel()
+			if err != nil {
+				if a.ctx.Err() != nil {
+					return Segment{}, fmt.Errorf("key %q: %w", k.name, ErrClosed)
+				}
+				return Segment{}, fmt.Errorf("segment: key %q: witness: %w", k.name, err)
+			}
+			if ok {
+				return seg, nil
+			}
+			mark = m
+		default:
+			return seg, nil
+		}
+		if try == maxRepairs {
+			return Segment{}, fmt.Errorf("%w: key %q: store returned [%d, %d), below the mark %d, after %d raises", ErrWentBack, k.name, seg.Start, seg.End, mark, try)
+		}
+		ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
+		before, err := a.store.Raise(ctx, k.name, mark)
+		cancel()
+		if err != nil {
+			return Segment{}, fmt.Errorf("segment: key %q: raise the store to the mark %d: %w", k.name, mark, err)
+		}
+		if before < mark {
+			k.mu.Lock()
+			k.wentBack++
+			k.lastBack = [2]int64{before, mark}
+			k.mu.Unlock()
+			a.opts.Logger.Warn("segment: store went back below the witness: a failover or a restore? raised it above the mark",
+				"key", k.name, "store_max_id", before, "mark", mark, "refused", fmt.Sprintf("[%d, %d)", seg.Start, seg.End))
+		}
+		if seg, err = k.allocate(step); err != nil {
+			return Segment{}, err
+		}
+	}
+}
+
+// checkIdentity asks the store which server answers (when it can say) and
+// logs a change: a failover or a restore happened behind the store's URL.
+// The witness check of every allocation is what keeps IDs unique; this
+// makes the event visible before any number goes back.
+func (a *Allocator) checkIdentity() {
+	id, ok := a.store.(Identifier)
+	if !ok {
+		return
+	}
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
+	defer cancel()
+	now, err := id.Identity(ctx)
+	if err != nil || now == "" {
+		return // the allocation that follows reports a store that does not answer
+	}
+	a.idChecks++
+	if a.identity != "" && now != a.identity {
+		a.idSwaps++
+		a.opts.Logger.Warn("segment: the store's server changed (a failover or a restore?); every segment is checked against the witness",
+			"was", a.identity, "now", now, "witness", a.opts.Witness != nil)
+	}
+	a.identity = now
+}
+
+// IdentityChanges returns how often the store's server was seen to change.
+func (a *Allocator) IdentityChanges() uint64 {
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	return a.idSwaps
 }
 
 func mod(a, m int64) int64 {

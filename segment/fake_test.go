@@ -80,6 +80,19 @@ func (f *fakeStore) Allocate(ctx context.Context, key string, step int64) (segme
 	return seg, nil
 }
 
+func (f *fakeStore) Raise(_ context.Context, key string, atLeast int64) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rows[key]
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", segment.ErrUnknownKey, key)
+	}
+	before := r.MaxID
+	r.MaxID = max(r.MaxID, atLeast)
+	f.rows[key] = r
+	return before, nil
+}
+
 func (f *fakeStore) Create(_ context.Context, k segment.KeyInfo) error {
 	k, err := segment.ValidateKeyInfo(k)
 	if err != nil {

@@ -42,6 +42,16 @@ type Options struct {
 	// doubles from RetryMin up to RetryMax. 0 means 50 ms and 5 s.
 	RetryMin, RetryMax time.Duration
 
+	// Witness, when set, keeps every key's high-water mark in a second
+	// failure domain (package witness: the node's data directory, the
+	// cluster's coordinator, another database). A segment is served only
+	// after the witness let it claim its range, so a store that forgets
+	// writes it acknowledged (a failover to a lagging replica, a restored
+	// backup) cannot make two segments overlap: the Allocator raises such a
+	// store above the mark (Store.Raise) and allocates again. nil: only
+	// this Allocator's memory guards against a store that went back.
+	Witness Witness
+
 	// CloseStore makes Allocator.Close close the store as well.
 	CloseStore bool
 

@@ -42,7 +42,12 @@ func (s *switchStore) Get(context.Context, string) (segment.KeyInfo, error) {
 func (s *switchStore) List(context.Context) ([]segment.KeyInfo, error) { return nil, nil }
 func (s *switchStore) SetStep(context.Context, string, int64) error    { return nil }
 func (s *switchStore) Delete(context.Context, string) error            { return nil }
-func (s *switchStore) Close() error                                    { return nil }
+func (s *switchStore) Raise(context.Context, string, int64) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max, nil
+}
+func (s *switchStore) Close() error { return nil }
 
 type logBuffer struct {
 	mu sync.Mutex

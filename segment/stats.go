@@ -51,6 +51,12 @@ type Stats struct {
 	LastLoadLatency, TotalLoadLatency time.Duration
 	// LastError is the last load's error, "" after a success.
 	LastError string
+	// WentBack counts the times the store answered below the key's mark
+	// (the witness's, or this Allocator's own) and was raised above it: a
+	// failover to a lagging replica or a restore. LastWentBack holds the
+	// store's max_id and the mark of the last such time.
+	WentBack     uint64
+	LastWentBack [2]int64
 }
 
 func (b *buffer) stats() BufferStats {
@@ -87,6 +93,7 @@ func (k *Key) Stats() Stats {
 		StoreErrors: k.storeErrs, StoreFailing: k.failing,
 		LastLoadLatency: k.lastLat, TotalLoadLatency: k.totalLat,
 		Remaining: cur.remaining() + k.next.remaining(),
+		WentBack:  k.wentBack, LastWentBack: k.lastBack,
 	}
 	if k.lastErr != nil {
 		s.LastError = k.lastErr.Error()

@@ -44,10 +44,11 @@ var (
 	// store's error, or the caller's context error when its deadline came
 	// first.
 	ErrUnavailable = errors.New("segment: no IDs available")
-	// ErrWentBack: the store returned a segment starting below one this
-	// Allocator already leased — its max_id went back (a restored backup,
-	// a hand edit, a Redis crash without appendfsync always). The segment
-	// is not used; loading keeps retrying, each attempt moving max_id up.
+	// ErrWentBack: the store kept returning segments below the witness's
+	// mark (or below one this Allocator already leased) although it was
+	// raised above it each time. A store that went back once (a failover,
+	// a restored backup, a hand edit, a Redis crash without appendfsync
+	// always) is repaired at once and does not show this error.
 	ErrWentBack = errors.New("segment: store max_id went back")
 	// ErrClosed: the Allocator was closed.
 	ErrClosed = errors.New("segment: allocator closed")
@@ -82,6 +83,35 @@ type KeyInfo struct {
 	UpdateTime time.Time
 }
 
+// Witness keeps high-water marks outside the store; package witness
+// implements it (File, Etcd, ZooKeeper, SQL, Multi).
+type Witness interface {
+	// Mark returns the space's mark, 0 when it has none.
+	Mark(ctx context.Context, space string) (int64, error)
+	// Claim raises the space's mark to `to` if it is at most `from`, and
+	// returns (to, true) once that is durable; otherwise it changes
+	// nothing and returns the mark, which is above from, and false.
+	Claim(ctx context.Context, space string, from, to int64) (mark int64, ok bool, err error)
+}
+
+// Identifier is implemented by stores that can name the server behind
+// them (sqlstore: system identifier and timeline, server_uuid; redisstore:
+// run_id). The Allocator logs a change of identity: a failover or a
+// restore happened, and the witness is what keeps the IDs unique.
+type Identifier interface {
+	Identity(ctx context.Context) (string, error)
+}
+
+// WitnessSpace names a key's space in a witness: "segment/KEY", with
+// "/DELTA:REMAINDER" appended when Options.Delta is above 1 (Tinyid's
+// split of one number line across stores, each a space of its own).
+func WitnessSpace(key string, delta, remainder int64) string {
+	if delta > 1 {
+		return fmt.Sprintf("segment/%s/%d:%d", key, delta, remainder)
+	}
+	return "segment/" + key
+}
+
 // Store leases segments. Implementations must be safe for concurrent use
 // by many processes: every Allocate is one atomic operation (one
 // transaction or one command) that moves max_id up, and max_id never
@@ -106,6 +136,13 @@ type Store interface {
 	// deleted row's max_id would reissue numbers: do not. Errors:
 	// ErrUnknownKey, ErrBadKey.
 	Delete(ctx context.Context, key string) error
+	// Raise moves key's max_id up to atLeast if it is below, in one atomic
+	// operation, and returns max_id as it was before. It repairs a store
+	// that went back (a failover to a lagging replica, a restored backup):
+	// the Allocator calls it with the mark its witness holds. It never
+	// lowers max_id. Errors: ErrUnknownKey, ErrBadKey, ErrBadMaxID (a
+	// negative atLeast), or the store's own error.
+	Raise(ctx context.Context, key string, atLeast int64) (before int64, err error)
 	// Close releases the store's connections.
 	Close() error
 }

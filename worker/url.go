@@ -319,3 +319,31 @@ func extraList(extra []string) string {
 	}
 	return ", " + strings.Join(extra, ", ")
 }
+
+// ZooKeeperURL returns what a zk:// coordinator URL names: the servers
+// (host:port, port 2181 by default) and the root path (Leaf's
+// /snowflake/{name}). Other state a node keeps in the same ensemble (the
+// marks of package witness) lives under the same root.
+func ZooKeeperURL(rawURL string) (servers []string, root string, err error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok || !(strings.EqualFold(scheme, "zk") || strings.EqualFold(scheme, "zookeeper")) {
+		return nil, "", fmt.Errorf("%w: %q is not a zk:// url", ErrBadURL, rawURL)
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	u, err := url.Parse("zk://hosts" + rest[end:])
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: zk url %q does not parse: %v", ErrBadURL, rawURL, err)
+	}
+	servers, err = hosts("zk", rest[:end], 2181)
+	if err != nil {
+		return nil, "", err
+	}
+	root = strings.TrimSuffix(u.Path, "/")
+	if root == "" {
+		return nil, "", fmt.Errorf("%w: zk url: path is empty; want zk://host:2181/snowflake/{name} (Leaf's layout)", ErrBadURL)
+	}
+	return servers, root, nil
+}

@@ -186,6 +186,15 @@ redis.call('HSET', KEYS[1], 'max_id', ARGV[1], 'step', ARGV[2], 'description', A
 return 1
 `)
 
+var raiseScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'max_id')
+if not cur then return redis.error_reply('IDMINT_UNKNOWN') end
+if tonumber(cur) < tonumber(ARGV[1]) then
+  redis.call('HSET', KEYS[1], 'max_id', ARGV[1], 'update_time', ARGV[2])
+end
+return cur
+`)
+
 var setStepScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('IDMINT_UNKNOWN') end
 redis.call('HSET', KEYS[1], 'step', ARGV[1], 'update_time', ARGV[2])
@@ -239,6 +248,41 @@ func (s *Store) Allocate(ctx context.Context, key string, step int64) (segment.S
 	}
 	maxID, used, rowStep := v[0], v[1], v[2]
 	return segment.Segment{Start: maxID - used, End: maxID, Step: rowStep}, nil
+}
+
+// Raise sets max_id to atLeast in one script if it is below, and returns
+// the max_id it found.
+func (s *Store) Raise(ctx context.Context, key string, atLeast int64) (int64, error) {
+	if err := segment.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	if atLeast < 0 {
+		return 0, fmt.Errorf("%w: key %q: raise to %d", segment.ErrBadMaxID, key, atLeast)
+	}
+	res, err := raiseScript.Run(ctx, s.c, []string{s.hashKey(key)}, strconv.FormatInt(atLeast, 10), s.now()).Text()
+	if err != nil {
+		return 0, scriptErr("raise", key, err)
+	}
+	before, err := strconv.ParseInt(res, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: raise %q: bad max_id %q", key, res)
+	}
+	return before, nil
+}
+
+// Identity names the Redis server's run (INFO server run_id): a restart
+// or a failover shows as a change.
+func (s *Store) Identity(ctx context.Context) (string, error) {
+	info, err := s.c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("redisstore: identity: %w", err)
+	}
+	for _, ln := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(ln), "run_id:"); ok {
+			return "run_id=" + v, nil
+		}
+	}
+	return "", nil
 }
 
 // Create writes a new hash.

@@ -38,6 +38,7 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 		{"Restart", testRestart},
 		{"UnknownKey", testUnknownKey},
 		{"Remainder", testRemainder},
+		{"Raise", testRaise},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -530,3 +531,39 @@ func (b broken) List(context.Context) ([]segment.KeyInfo, error) { return nil, b
 func (b broken) SetStep(context.Context, string, int64) error    { return b.err }
 func (b broken) Delete(context.Context, string) error            { return b.err }
 func (b broken) Close() error                                    { return nil }
+func (b broken) Raise(context.Context, string, int64) (int64, error) {
+	return 0, b.err
+}
+
+// testRaise checks the repair a witness asks of a store that went back:
+// max_id moves up, never down, and the next segment starts there.
+func testRaise(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	s := openStore(t, open)
+	mustCreate(t, s, segment.KeyInfo{Key: "r", Step: 10})
+	if before, err := s.Raise(ctx, "r", 5000); err != nil || before != 1 {
+		t.Fatalf("Raise(5000) = %d, %v; want before 1", before, err)
+	}
+	if got := maxID(t, s, "r"); got != 5000 {
+		t.Fatalf("max_id after Raise = %d; want 5000", got)
+	}
+	if before, err := s.Raise(ctx, "r", 100); err != nil || before != 5000 {
+		t.Fatalf("Raise(100) = %d, %v; want before 5000", before, err)
+	}
+	if got := maxID(t, s, "r"); got != 5000 {
+		t.Fatalf("Raise below max_id moved it to %d", got)
+	}
+	seg, err := s.Allocate(ctx, "r", 0)
+	if err != nil || seg.Start != 5000 || seg.End != 5010 {
+		t.Fatalf("Allocate after Raise = %+v, %v; want [5000, 5010)", seg, err)
+	}
+	if _, err := s.Raise(ctx, "nope", 10); !errors.Is(err, segment.ErrUnknownKey) {
+		t.Fatalf("Raise of an unknown key: %v; want ErrUnknownKey", err)
+	}
+	if _, err := s.Raise(ctx, "r", -1); !errors.Is(err, segment.ErrBadMaxID) {
+		t.Fatalf("Raise to -1: %v; want ErrBadMaxID", err)
+	}
+	if _, err := s.Raise(ctx, "", 10); !errors.Is(err, segment.ErrBadKey) {
+		t.Fatalf("Raise of an empty key: %v; want ErrBadKey", err)
+	}
+}

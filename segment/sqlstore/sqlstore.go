@@ -184,6 +184,51 @@ func (s *Store) whyNot(ctx context.Context, q interface {
 	return segment.OverflowError(key, maxID, step)
 }
 
+// Raise moves max_id up to atLeast in one transaction holding the row
+// lock, keeping the row's step. Leaf nodes sharing the table see the new
+// max_id at their next allocation.
+func (s *Store) Raise(ctx context.Context, key string, atLeast int64) (int64, error) {
+	if err := segment.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	if atLeast < 0 {
+		return 0, fmt.Errorf("%w: key %q: raise to %d", segment.ErrBadMaxID, key, atLeast)
+	}
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: raise %q: begin: %w", key, err)
+	}
+	defer tx.Rollback()
+	var before int64
+	err = tx.QueryRowContext(ctx, s.db.Dialect.Rebind("SELECT max_id FROM leaf_alloc WHERE biz_tag = ?"+s.db.Dialect.ForUpdate()), key).Scan(&before)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("%w: %q", segment.ErrUnknownKey, key)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: raise %q: %w", key, err)
+	}
+	if before >= atLeast {
+		return before, nil
+	}
+	if _, err := tx.ExecContext(ctx, s.db.Dialect.Rebind("UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id < ?"), atLeast, key, atLeast); err != nil {
+		return 0, fmt.Errorf("sqlstore: raise %q to %d: %w", key, atLeast, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("sqlstore: raise %q to %d: commit: %w", key, atLeast, err)
+	}
+	return before, nil
+}
+
+// Identity names the database server (sqldb.Identity): a change means a
+// failover or a restore happened behind the store's URL.
+func (s *Store) Identity(ctx context.Context) (string, error) {
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
+	return sqldb.Identity(ctx, s.db.Dialect, s.db.DB)
+}
+
 // Create inserts a row.
 func (s *Store) Create(ctx context.Context, k segment.KeyInfo) error {
 	k, err := segment.ValidateKeyInfo(k)
