@@ -13,9 +13,13 @@ import (
 type mysqlSource struct {
 	pool    *pinned
 	replace string
+	table   string
+	stub    string
+	step    int64
+	offset  int64
 }
 
-func newMySQL(ctx context.Context, db *sqldb.DB, cfg Config, offset int) (*mysqlSource, error) {
+func newMySQL(ctx context.Context, db *sqldb.DB, cfg Config, offset int, hook connHook) (*mysqlSource, error) {
 	// The schema of Flickr's post, on InnoDB for crash safety.
 	create := "CREATE TABLE IF NOT EXISTS `" + cfg.Table + "` (\n" +
 		"  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,\n" +
@@ -59,9 +63,18 @@ func newMySQL(ctx context.Context, db *sqldb.DB, cfg Config, offset int) (*mysql
 		return nil
 	}
 	src := &mysqlSource{
-		pool:    newPinned(db, cfg.Conns, init),
 		replace: "REPLACE INTO `" + cfg.Table + "` (stub) VALUES ('" + cfg.Stub + "')",
+		table:   cfg.Table, stub: cfg.Stub, step: int64(cfg.Step), offset: int64(offset),
 	}
+	src.pool = newPinned(db, cfg.Conns, func(ctx context.Context, c *sql.Conn) error {
+		if err := init(ctx, c); err != nil {
+			return err
+		}
+		if hook != nil {
+			return hook(ctx, mysqlConn{src, c})
+		}
+		return nil
+	})
 	// Set up one connection now, so a misconfigured server fails Open.
 	if err := src.pool.with(ctx, func(*sql.Conn) error { return nil }); err != nil {
 		return nil, err
@@ -94,3 +107,57 @@ func (m *mysqlSource) tickets(ctx context.Context, dst []int64) (int, error) {
 }
 
 func (m *mysqlSource) close() error { return m.pool.close() }
+
+// raise runs raiseOn on one of the pool's connections.
+func (m *mysqlSource) raise(ctx context.Context, atLeast int64) (before int64, err error) {
+	err = m.pool.with(ctx, func(c *sql.Conn) error {
+		before, err = m.raiseOn(ctx, c, atLeast)
+		return err
+	})
+	return before, err
+}
+
+// raiseOn moves the table's auto-increment counter so that the next ID is
+// the first of the residue class at or above atLeast. The table holds one
+// row per stub, each with the last ID REPLACE gave it, so MAX(id) is the
+// last ID issued. The counter moves by inserting the ID one step below the
+// target explicitly (REPLACE with an id): InnoDB then sets the counter
+// past it, and never lowers it for an id below. No DDL, no table lock.
+func (m *mysqlSource) raiseOn(ctx context.Context, c *sql.Conn, atLeast int64) (int64, error) {
+	var last sql.NullInt64
+	if err := c.QueryRowContext(ctx, "SELECT MAX(id) FROM `"+m.table+"`").Scan(&last); err != nil {
+		return 0, fmt.Errorf("ticket: read the last id of %s: %w", m.table, err)
+	}
+	before := last.Int64 + 1
+	next := firstAtLeast(atLeast, m.offset, m.step)
+	if before >= next || next-m.step < 1 {
+		return before, nil
+	}
+	if _, err := c.ExecContext(ctx, "REPLACE INTO `"+m.table+"` (id, stub) VALUES (?, '"+m.stub+"')", next-m.step); err != nil {
+		return 0, fmt.Errorf("ticket: move %s's counter to %d: %w", m.table, next, err)
+	}
+	return before, nil
+}
+
+// mysqlConn is a new connection offered to the hook.
+type mysqlConn struct {
+	m *mysqlSource
+	c *sql.Conn
+}
+
+func (x mysqlConn) identity(ctx context.Context) (string, error) {
+	return sqldb.Identity(ctx, sqldb.MySQL, x.c)
+}
+
+func (x mysqlConn) raise(ctx context.Context, atLeast int64) (int64, error) {
+	return x.m.raiseOn(ctx, x.c, atLeast)
+}
+
+// firstAtLeast returns the smallest v >= atLeast with v = offset (mod step).
+func firstAtLeast(atLeast, offset, step int64) int64 {
+	r := ((atLeast-offset)%step + step) % step
+	if r == 0 {
+		return atLeast
+	}
+	return atLeast + step - r
+}

@@ -13,11 +13,13 @@ import (
 // pgSource is a ticket server on PostgreSQL: a sequence with INCREMENT BY N
 // START WITH k.
 type pgSource struct {
-	pool       *pinned
-	one, batch string
+	pool         *pinned
+	one, batch   string
+	seq          string
+	step, offset int64
 }
 
-func newPostgres(ctx context.Context, db *sqldb.DB, cfg Config, offset int) (*pgSource, error) {
+func newPostgres(ctx context.Context, db *sqldb.DB, cfg Config, offset int, hook connHook) (*pgSource, error) {
 	seq := cfg.Sequence
 	create := "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint INCREMENT BY " + strconv.Itoa(cfg.Step) +
 		" MINVALUE 1 START WITH " + strconv.Itoa(offset) + " NO CYCLE"
@@ -52,10 +54,19 @@ func newPostgres(ctx context.Context, db *sqldb.DB, cfg Config, offset int) (*pg
 		return nil
 	}
 	src := &pgSource{
-		pool:  newPinned(db, cfg.Conns, init),
 		one:   "SELECT nextval('" + seq + "')",
 		batch: "SELECT nextval('" + seq + "') FROM generate_series(1, $1)",
+		seq:   seq, step: int64(cfg.Step), offset: int64(offset),
 	}
+	src.pool = newPinned(db, cfg.Conns, func(ctx context.Context, c *sql.Conn) error {
+		if err := init(ctx, c); err != nil {
+			return err
+		}
+		if hook != nil {
+			return hook(ctx, pgConn{src, c})
+		}
+		return nil
+	})
 	if err := src.pool.with(ctx, func(*sql.Conn) error { return nil }); err != nil {
 		return nil, err
 	}
@@ -97,3 +108,64 @@ func (p *pgSource) tickets(ctx context.Context, dst []int64) (int, error) {
 }
 
 func (p *pgSource) close() error { return p.pool.close() }
+
+// raise runs raiseOn on one of the pool's connections.
+func (p *pgSource) raise(ctx context.Context, atLeast int64) (before int64, err error) {
+	err = p.pool.with(ctx, func(c *sql.Conn) error {
+		before, err = p.raiseOn(ctx, c, atLeast)
+		return err
+	})
+	return before, err
+}
+
+// raiseOn moves the sequence so that its next value is the first of the
+// residue class at or above atLeast. setval alone could lower a sequence
+// that concurrent nextval calls move past the value read, so the
+// transaction first takes the sequence's lock with a no-op ALTER SEQUENCE
+// (SHARE ROW EXCLUSIVE, which nextval's ROW EXCLUSIVE waits for), reads
+// last_value, and sets it only when it is below the target.
+func (p *pgSource) raiseOn(ctx context.Context, c *sql.Conn, atLeast int64) (int64, error) {
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("ticket: raise sequence %s: %w", p.seq, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "ALTER SEQUENCE "+p.seq+" INCREMENT BY "+strconv.FormatInt(p.step, 10)); err != nil {
+		return 0, fmt.Errorf("ticket: lock sequence %s: %w", p.seq, err)
+	}
+	var last int64
+	var called bool
+	if err := tx.QueryRowContext(ctx, "SELECT last_value, is_called FROM "+p.seq).Scan(&last, &called); err != nil {
+		return 0, fmt.Errorf("ticket: read sequence %s: %w", p.seq, err)
+	}
+	before := last
+	if called {
+		before = last + p.step
+	}
+	next := firstAtLeast(atLeast, p.offset, p.step)
+	if before >= next {
+		return before, nil
+	}
+	// is_called false: the next nextval returns next itself.
+	if _, err := tx.ExecContext(ctx, "SELECT setval('"+p.seq+"', $1, false)", next); err != nil {
+		return 0, fmt.Errorf("ticket: move sequence %s to %d: %w", p.seq, next, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("ticket: move sequence %s to %d: %w", p.seq, next, err)
+	}
+	return before, nil
+}
+
+// pgConn is a new connection offered to the hook.
+type pgConn struct {
+	p *pgSource
+	c *sql.Conn
+}
+
+func (x pgConn) identity(ctx context.Context) (string, error) {
+	return sqldb.Identity(ctx, sqldb.Postgres, x.c)
+}
+
+func (x pgConn) raise(ctx context.Context, atLeast int64) (int64, error) {
+	return x.p.raiseOn(ctx, x.c, atLeast)
+}

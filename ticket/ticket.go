@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,20 @@ const (
 	DefaultAttemptTimeout = 2 * time.Second
 	// MaxBatch is the most IDs one PostgreSQL round trip asks for.
 	MaxBatch = 1000
+	// DefaultBlock is how far above the highest ID served the witness's
+	// ceiling is raised at a time.
+	DefaultBlock = 100_000
 )
+
+// Witness keeps high-water marks outside the ticket servers; package
+// witness implements it (the data directory, etcd, ZooKeeper, SQL).
+type Witness interface {
+	// Mark returns the space's mark, 0 when it has none.
+	Mark(ctx context.Context, space string) (int64, error)
+	// Claim raises the space's mark to `to` if it is at most `from`, and
+	// returns (to, true) once durable; otherwise the mark and false.
+	Claim(ctx context.Context, space string, from, to int64) (mark int64, ok bool, err error)
+}
 
 // Server is one ticket server.
 type Server struct {
@@ -82,6 +96,28 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// AttemptTimeout bounds one request to one server; default 2s.
 	AttemptTimeout time.Duration
+
+	// Witness, when set, keeps a ceiling above every ID served, in a
+	// failure domain other than the ticket servers (the node's data
+	// directory, the cluster's coordinator). No ID at or above the ceiling
+	// is returned before the ceiling is raised past it, Block at a time. A
+	// server is moved above the ceiling (keeping its residue class) before
+	// its first ticket on a new connection after a failure or a change of
+	// server identity, on the first connection of a process, and as soon
+	// as it answers below an ID it gave this process: so a failover to a
+	// lagging replica or a restored backup repeats nothing and costs no
+	// waiting. nil: only this process's memory guards.
+	Witness Witness
+	// Space names the ceiling in the witness. Default
+	// "ticket/TABLE,SEQUENCE": keys on one table share its counter, so
+	// they share its ceiling too.
+	Space string
+	// Block is how far above the highest ID served the ceiling is raised;
+	// default DefaultBlock. After a repair the IDs jump by at most this.
+	Block int64
+	// Logger receives a line when a server goes back or changes identity.
+	// nil discards them.
+	Logger *slog.Logger
 }
 
 func configErr(field, value, reason string) error {
@@ -163,6 +199,18 @@ func (c Config) validate() (Config, error) {
 	if c.AttemptTimeout < 0 {
 		return c, configErr("attempt_timeout", c.AttemptTimeout.String(), "is negative")
 	}
+	if c.Space == "" {
+		c.Space = "ticket/" + c.Table + "," + c.Sequence
+	}
+	if c.Block == 0 {
+		c.Block = DefaultBlock
+	}
+	if c.Block < int64(c.Step) || c.Block > 1<<40 {
+		return c, configErr("block", strconv.FormatInt(c.Block, 10), fmt.Sprintf("is outside %d (step)..2^40", c.Step))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return c, nil
 }
 
@@ -188,8 +236,25 @@ type source interface {
 	// tickets fills dst (1 <= len(dst) <= MaxBatch) with fresh IDs from the
 	// server, in increasing order, and returns how many; MySQL gives one.
 	tickets(ctx context.Context, dst []int64) (int, error)
+	// raise moves the server's counter so that its next ID is at least
+	// atLeast (in its residue class), never down, and returns the next ID
+	// it would have given before.
+	raise(ctx context.Context, atLeast int64) (before int64, err error)
 	close() error
 }
+
+// conn is one new connection of a source, offered to a connHook before
+// its first ticket.
+type conn interface {
+	// identity names the server (sqldb.Identity).
+	identity(ctx context.Context) (string, error)
+	// raise is source.raise on this connection.
+	raise(ctx context.Context, atLeast int64) (before int64, err error)
+}
+
+// connHook runs on every new connection of a source, after its session
+// is set up and before its first ticket; an error drops the connection.
+type connHook func(ctx context.Context, c conn) error
 
 // server is one ticket server and its health.
 type server struct {
@@ -206,6 +271,10 @@ type server struct {
 	failures int
 	retryAt  time.Duration // clock.Mono before which the server is skipped
 	lastErr  error
+	identity string // the server behind the connections, as last seen
+	trusted  bool   // a connection was repaired (or checked) since the last failure
+	wentBack uint64 // times the server answered below what it had given
+	swaps    uint64 // changes of identity seen
 }
 
 // Ticket issues IDs from N ticket servers. It is safe for concurrent use.
@@ -217,6 +286,11 @@ type Ticket struct {
 	servers []*server
 	rr      atomic.Uint64
 	closed  atomic.Bool
+
+	ceiling  atomic.Int64 // a persisted ceiling: every ID served is below it
+	raiseMu  sync.Mutex   // one ceiling raise at a time
+	raising  atomic.Bool  // a background raise runs
+	raiseErr atomic.Pointer[error]
 }
 
 // Open validates cfg, connects to each server, creates its table or
@@ -229,16 +303,24 @@ func Open(ctx context.Context, cfg Config) (*Ticket, error) {
 }
 
 // open is Open with the backend opener injected (tests use fakes).
-func open(ctx context.Context, cfg Config, opener func(context.Context, Config, Server) (source, error)) (*Ticket, error) {
+func open(ctx context.Context, cfg Config, opener func(context.Context, Config, Server, connHook) (source, error)) (*Ticket, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
 	t := &Ticket{cfg: cfg}
+	if cfg.Witness != nil {
+		m, err := cfg.Witness.Mark(ctx, cfg.Space)
+		if err != nil {
+			return nil, fmt.Errorf("ticket: read the ceiling %q: %w", cfg.Space, err)
+		}
+		t.ceiling.Store(m)
+	}
 	var errs []error
 	for _, s := range cfg.Servers {
 		srv := &server{cfg: s, shown: sqldb.Redact(s.URL), step: int64(cfg.Step)}
-		srv.opener = func(ctx context.Context) (source, error) { return opener(ctx, cfg, s) }
+		hook := func(ctx context.Context, c conn) error { return t.onConnect(ctx, srv, c) }
+		srv.opener = func(ctx context.Context) (source, error) { return opener(ctx, cfg, s, hook) }
 		t.servers = append(t.servers, srv)
 		if _, err := srv.source(ctx); err != nil {
 			if errors.Is(err, sqldb.ErrURL) || errors.Is(err, ErrConfig) || errors.Is(err, ErrNotDurable) {
@@ -257,7 +339,7 @@ func open(ctx context.Context, cfg Config, opener func(context.Context, Config, 
 }
 
 // openSource opens the backend for s by its URL's dialect.
-func openSource(ctx context.Context, cfg Config, s Server) (source, error) {
+func openSource(ctx context.Context, cfg Config, s Server, hook connHook) (source, error) {
 	db, err := sqldb.Open(ctx, s.URL)
 	if err != nil {
 		return nil, err
@@ -265,9 +347,9 @@ func openSource(ctx context.Context, cfg Config, s Server) (source, error) {
 	var src source
 	switch db.Dialect {
 	case sqldb.MySQL:
-		src, err = newMySQL(ctx, db, cfg, s.Offset)
+		src, err = newMySQL(ctx, db, cfg, s.Offset, hook)
 	case sqldb.Postgres:
-		src, err = newPostgres(ctx, db, cfg, s.Offset)
+		src, err = newPostgres(ctx, db, cfg, s.Offset, hook)
 	default:
 		err = configErr("url", db.URL, "is "+db.Dialect.String()+"; ticket servers are MySQL/MariaDB or PostgreSQL")
 	}
@@ -330,6 +412,7 @@ func (s *server) fail(cfg Config, err error) {
 	}
 	s.retryAt = cfg.Clock.Mono() + d
 	s.lastErr = err
+	s.trusted = false // the next new connection may reach another server
 }
 
 // accept checks ids against the server's residue class and against floor,
@@ -429,12 +512,182 @@ func (t *Ticket) try(ctx context.Context, s *server, dst []int64) (int, error) {
 	if err == nil {
 		err = s.accept(dst[:k], floor)
 	}
+	if errors.Is(err, ErrWentBack) {
+		// Repair, not wait: move the server above everything served and
+		// ask once more.
+		if err = t.repair(actx, s, src, "answered below an ID it had given"); err == nil {
+			floor = s.floor()
+			if k, err = src.tickets(actx, dst); err == nil {
+				err = s.accept(dst[:k], floor)
+			}
+		}
+	}
+	if err == nil && k > 0 {
+		err = t.underCeiling(actx, dst[k-1])
+	}
 	if err != nil {
 		s.fail(t.cfg, err)
 		return 0, err
 	}
 	return k, nil
 }
+
+// target is the lowest ID s may give next: above every ID it gave this
+// process and, with a witness, at or above the ceiling read fresh.
+func (t *Ticket) target(ctx context.Context, s *server) (int64, error) {
+	target := s.floor() + 1
+	if t.cfg.Witness != nil {
+		m, err := t.cfg.Witness.Mark(ctx, t.cfg.Space)
+		if err != nil {
+			return 0, fmt.Errorf("ticket: read the ceiling %q: %w", t.cfg.Space, err)
+		}
+		storeMax(&t.ceiling, m)
+		target = max(target, m)
+	}
+	return target, nil
+}
+
+// repair moves s above target and logs why.
+func (t *Ticket) repair(ctx context.Context, s *server, r interface {
+	raise(context.Context, int64) (int64, error)
+}, why string) error {
+	target, err := t.target(ctx, s)
+	if err != nil {
+		return err
+	}
+	if target <= 1 {
+		return nil
+	}
+	before, err := r.raise(ctx, target)
+	if err != nil {
+		return fmt.Errorf("ticket: %s: raise the counter to %d: %w", s.shown, target, err)
+	}
+	s.mu.Lock()
+	floor := s.max
+	back := before <= floor
+	if back {
+		s.wentBack++
+	}
+	s.mu.Unlock()
+	if back {
+		t.cfg.Logger.Warn("ticket: server went back below the witness: a failover or a restore? raised it above the ceiling",
+			"server", s.shown, "why", why, "next_was", before, "highest_given", floor, "raised_to", target)
+	}
+	return nil
+}
+
+// onConnect checks a new connection before its first ticket: a change of
+// the server's identity is logged, and after a failure, a change, or on
+// the first connection of this process the counter is moved above the
+// ceiling — the server behind the URL may be a promoted replica or a
+// restored backup that does not know the last IDs.
+func (t *Ticket) onConnect(ctx context.Context, s *server, c conn) error {
+	id, _ := c.identity(ctx) // a hint only: "" when the server will not say
+	s.mu.Lock()
+	prev, trusted := s.identity, s.trusted
+	changed := prev != "" && id != "" && id != prev
+	if id != "" {
+		s.identity = id
+	}
+	if changed {
+		s.swaps++
+	}
+	s.mu.Unlock()
+	if changed {
+		t.cfg.Logger.Warn("ticket: the server behind the URL changed (a failover or a restore?); moving it above the ceiling",
+			"server", s.shown, "was", prev, "now", id)
+	}
+	if trusted && !changed {
+		return nil
+	}
+	why := "first connection"
+	if changed {
+		why = "server identity changed"
+	} else if prev != "" {
+		why = "new connection after a failure"
+	}
+	if err := t.repair(ctx, s, c, why); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.trusted = true
+	s.mu.Unlock()
+	return nil
+}
+
+// underCeiling returns once hi is below a persisted ceiling, raising it
+// Block above hi when it is not; it starts a raise in the background when
+// less than half a block is left, so the witness is rarely on the path.
+func (t *Ticket) underCeiling(ctx context.Context, hi int64) error {
+	w := t.cfg.Witness
+	if w == nil {
+		return nil
+	}
+	c := t.ceiling.Load()
+	if hi < c {
+		if hi >= c-t.cfg.Block/2 && t.raising.CompareAndSwap(false, true) {
+			go func() {
+				defer t.raising.Store(false)
+				bctx, cancel := context.WithTimeout(context.Background(), 2*t.cfg.AttemptTimeout)
+				defer cancel()
+				t.raise(bctx, hi+t.cfg.Block)
+			}()
+		}
+		return nil
+	}
+	if err := t.raise(ctx, hi+t.cfg.Block); err != nil {
+		return err
+	}
+	if hi >= t.ceiling.Load() {
+		return fmt.Errorf("ticket: ceiling %q is %d, not above %d", t.cfg.Space, t.ceiling.Load(), hi)
+	}
+	return nil
+}
+
+// raise makes the persisted ceiling at least target.
+func (t *Ticket) raise(ctx context.Context, target int64) error {
+	t.raiseMu.Lock()
+	defer t.raiseMu.Unlock()
+	if t.ceiling.Load() >= target {
+		return nil
+	}
+	w, sp := t.cfg.Witness, t.cfg.Space
+	for {
+		m, err := w.Mark(ctx, sp)
+		if err != nil {
+			return fmt.Errorf("ticket: raise the ceiling %q: %w", sp, err)
+		}
+		if m >= target {
+			storeMax(&t.ceiling, m)
+			return nil
+		}
+		got, ok, err := w.Claim(ctx, sp, m, target)
+		if err != nil {
+			return fmt.Errorf("ticket: raise the ceiling %q to %d: %w", sp, target, err)
+		}
+		if ok {
+			storeMax(&t.ceiling, target)
+			return nil
+		}
+		storeMax(&t.ceiling, got)
+		if got >= target {
+			return nil
+		}
+	}
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// Ceiling returns the ceiling this Ticket last saw persisted (0 without a
+// witness): every ID it returned is below it.
+func (t *Ticket) Ceiling() int64 { return t.ceiling.Load() }
 
 // Status is one server's health as Ticket sees it.
 type Status struct {
@@ -444,6 +697,10 @@ type Status struct {
 	Failures int   // consecutive failures
 	Max      int64 // largest ID this process got from it
 	Err      error // last failure, nil when up
+	// WentBack counts the times the server was found below an ID it had
+	// given and was raised above the ceiling; IdentityChanges the times
+	// the server behind the URL changed.
+	WentBack, IdentityChanges uint64
 }
 
 // Status reports each server's health, in Config order, for readiness
@@ -454,7 +711,7 @@ func (t *Ticket) Status() []Status {
 	for i, s := range t.servers {
 		s.mu.Lock()
 		out[i] = Status{URL: s.shown, Offset: s.cfg.Offset, Up: s.failures == 0 || now >= s.retryAt,
-			Failures: s.failures, Max: s.max, Err: s.lastErr}
+			Failures: s.failures, Max: s.max, Err: s.lastErr, WentBack: s.wentBack, IdentityChanges: s.swaps}
 		s.mu.Unlock()
 	}
 	return out

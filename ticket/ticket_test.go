@@ -44,6 +44,16 @@ func (f *fake) tickets(ctx context.Context, dst []int64) (int, error) {
 
 func (f *fake) close() error { return nil }
 
+func (f *fake) raise(_ context.Context, atLeast int64) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	before := f.next
+	if f.next < atLeast {
+		f.next = firstAtLeast(atLeast, f.next%f.step, f.step)
+	}
+	return before, nil
+}
+
 func (f *fake) set(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
 
 func openFakes(t *testing.T, clk clock.Clock, n int) (*Ticket, []*fake) {
@@ -54,7 +64,7 @@ func openFakes(t *testing.T, clk clock.Clock, n int) (*Ticket, []*fake) {
 		fakes[i] = &fake{next: int64(i + 1), step: int64(n)}
 		cfg.Servers = append(cfg.Servers, Server{URL: "fake://" + string(rune('a'+i))})
 	}
-	tk, err := open(context.Background(), cfg, func(_ context.Context, _ Config, s Server) (source, error) {
+	tk, err := open(context.Background(), cfg, func(_ context.Context, _ Config, s Server, _ connHook) (source, error) {
 		f := fakes[s.Offset-1]
 		if f.openErr != nil {
 			return nil, f.openErr
@@ -226,9 +236,16 @@ func TestResidueAndWentBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fakes[0].forced = []int64{3}
-	if _, err := tk.Next(ctx); !errors.Is(err, ErrWentBack) {
-		t.Fatalf("repeat of 3: %v, want ErrWentBack", err)
+	// The server forgets (a failover to a lagging replica): it is raised
+	// above what it gave at once, and the caller gets a fresh ID.
+	fakes[0].mu.Lock()
+	fakes[0].next = 3
+	fakes[0].mu.Unlock()
+	if id, err := tk.Next(ctx); err != nil || id != 7 {
+		t.Fatalf("after the server went back to 3: %d, %v; want 7, the first odd ID above 5", id, err)
+	}
+	if st := tk.Status()[0]; st.WentBack != 1 {
+		t.Fatalf("Status().WentBack = %d; want 1", st.WentBack)
 	}
 	fakes[0].forced = []int64{-7}
 	if _, err := tk.Next(ctx); !errors.Is(err, ErrExhausted) {
@@ -240,7 +257,7 @@ func TestOpenDegraded(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	fakes := []*fake{{next: 1, step: 2}, {next: 2, step: 2, openErr: errors.New("refused")}}
 	cfg := Config{Clock: clk, Servers: []Server{{URL: "a"}, {URL: "b"}}}
-	opener := func(_ context.Context, _ Config, s Server) (source, error) {
+	opener := func(_ context.Context, _ Config, s Server, _ connHook) (source, error) {
 		f := fakes[s.Offset-1]
 		if f.openErr != nil {
 			return nil, f.openErr
