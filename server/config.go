@@ -36,6 +36,15 @@ type Config struct {
 	// file:///path, postgres://..., mysql://..., etcd://host:port/prefix,
 	// zk://host:port/path. Default file://<data_dir>/worker.
 	Coordinator string `yaml:"coordinator"`
+	// Witness says where, besides the data directory, this node keeps the
+	// high-water marks of the ID spaces whose numbers come from a store
+	// (segment, ticket, redis, monotonic keys), so that a store that loses
+	// acknowledged writes (a failover to a lagging replica, a restored
+	// backup) cannot make two nodes issue the same IDs. "" (default): the
+	// coordinator, when it is etcd:// or zk://; a URL (etcd://, zk://,
+	// postgres://, mysql://: a database other than the stores): there;
+	// "none": the data directory only.
+	Witness string `yaml:"witness"`
 	// Stores names the segment stores; keys refer to them by name. The
 	// store "default" is sqlite://<data_dir>/segments.db unless given.
 	Stores map[string]string `yaml:"stores"`
@@ -127,11 +136,29 @@ type KeyConfig struct {
 	RateLimit float64 `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
 	// Options are strategy-specific settings.
 	Options map[string]string `yaml:"options,omitempty" json:"options,omitempty"`
+	// NodeLocal says that this key's numbers may live on this node alone
+	// (a segment key on the data directory's SQLite, a monotonic key's
+	// bound file) although the coordinator implies several nodes: each
+	// node then issues its own, overlapping numbers. Without it such a key
+	// is refused at start.
+	NodeLocal bool `yaml:"node_local,omitempty" json:"node_local,omitempty"`
 
 	// api is set for keys created through the admin API (and reloaded
 	// from the KeyStore): their options came from a request, so a
 	// strategy must not let them name files or environment variables.
 	api bool
+}
+
+// ClusterCoordinator reports whether the coordinator implies several
+// nodes sharing the keys (etcd, ZooKeeper, a SQL worker table on
+// PostgreSQL or MySQL, a Kubernetes StatefulSet), and names its kind.
+func (c *Config) ClusterCoordinator() (string, bool) {
+	scheme, _, _ := strings.Cut(c.Coordinator, "://")
+	switch s := strings.ToLower(scheme); s {
+	case "etcd", "zk", "zookeeper", "postgres", "postgresql", "mysql", "k8s":
+		return s, true
+	}
+	return "", false
 }
 
 // FromAPI reports whether the key was created through the admin API
@@ -266,7 +293,7 @@ func absOrSelf(p string) string {
 // Override applies environment variables over the config (getenv is
 // os.Getenv in the binary; the package never reads the environment itself):
 //
-//	IDMINT_LISTEN, IDMINT_GRPC_LISTEN, IDMINT_ADMIN_LISTEN, IDMINT_DATA_DIR, IDMINT_COORDINATOR,
+//	IDMINT_LISTEN, IDMINT_GRPC_LISTEN, IDMINT_ADMIN_LISTEN, IDMINT_DATA_DIR, IDMINT_COORDINATOR, IDMINT_WITNESS,
 //	IDMINT_STORE (the default store's URL), IDMINT_ADMIN_TOKEN,
 //	IDMINT_MAX_COUNT, IDMINT_TLS_CERT, IDMINT_TLS_KEY.
 //
@@ -288,6 +315,7 @@ func (c *Config) Override(getenv func(string) string) error {
 	set("IDMINT_GRPC_LISTEN", &c.GRPCListen)
 	set("IDMINT_DATA_DIR", &c.DataDir)
 	set("IDMINT_COORDINATOR", &c.Coordinator)
+	set("IDMINT_WITNESS", &c.Witness)
 	set("IDMINT_ADMIN_TOKEN", &c.AdminToken)
 	set("IDMINT_TLS_CERT", &c.TLS.CertFile)
 	set("IDMINT_TLS_KEY", &c.TLS.KeyFile)
@@ -388,6 +416,22 @@ func (c *Config) Validate(reg *Registry) error {
 	if c.Coordinator != "" {
 		if _, err := url.Parse(c.Coordinator); err != nil {
 			add("coordinator", redactURL(c.Coordinator), "not a URL: %v", err)
+		}
+	}
+	if c.Witness != "" && c.Witness != "none" {
+		scheme, _, ok := strings.Cut(c.Witness, "://")
+		switch strings.ToLower(scheme) {
+		case "etcd", "zk", "zookeeper", "postgres", "postgresql", "mysql":
+		default:
+			ok = false
+		}
+		if !ok {
+			add("witness", redactURL(c.Witness), `must be "none" or an etcd://, zk://, postgres:// or mysql:// URL (a database other than the stores)`)
+		}
+		for _, name := range sortedKeys(c.Stores) {
+			if c.Stores[name] == c.Witness {
+				add("witness", redactURL(c.Witness), "is the URL of store %q: a witness must be another failure domain, or a failover of that database takes both", name)
+			}
 		}
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {

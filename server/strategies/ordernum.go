@@ -54,6 +54,7 @@ var orderKeySources = []string{"key_file", "key_env", "key"}
 func checkOrdernum(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	ps := unknownOptions(k, "format", "key", "key_env", "key_file", "key_version", "tz", "description")
 	ps = append(ps, checkDescription(k)...)
+	ps = append(ps, nodeLocalStore(k, cfg)...)
 	f, err := ordernum.ParseFormat(k.Options["format"])
 	if err != nil {
 		ps = append(ps, server.Problem{Field: "options.format", Value: k.Options["format"], Message: err.Error()})

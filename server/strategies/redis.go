@@ -15,6 +15,7 @@ import (
 	"github.com/idmint/idmint/rediscounter"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/witness"
 )
 
 // redisStrategy serves Redis INCR counters made crash-safe by
@@ -130,8 +131,13 @@ func newRedis(ctx context.Context, env *server.Env, name string, k server.KeyCon
 	if err != nil {
 		return nil, err
 	}
+	w, err := openWitness(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	w.warnShared(env, name, opts.Addr)
 	c, err := rediscounter.Open(ctx, rediscounter.Config{
-		Options: opts, Key: counterKey, Marks: res.(*marksResource).marks, Block: block,
+		Options: opts, Key: counterKey, Marks: witnessedMarks{res.(*marksResource).marks, w.w}, Block: block,
 	})
 	if err != nil {
 		return nil, err
@@ -143,6 +149,41 @@ func newRedis(ctx context.Context, env *server.Env, name string, k server.KeyCon
 	po.DialTimeout, po.ReadTimeout, po.WriteTimeout = time.Second, time.Second, time.Second
 	env.Logger.Info("redis key ready", "key", name, "redis", opts.Addr, "counter_key", counterKey, "mark_store", k.Store, "ceiling", c.Ceiling())
 	return &redisKey{c: c, ping: redis.NewClient(&po)}, nil
+}
+
+// witnessedMarks keeps a Redis counter's high-water mark in its SQL store
+// and in the node's witness (the data directory, the cluster's
+// coordinator): the mark read is the largest, a raise counts once both
+// hold it. A marks database that fails over to a lagging replica, or a
+// node-local SQLite store beside a shared Redis, then cannot lower the
+// ceiling the counter is recovered to.
+type witnessedMarks struct {
+	sql rediscounter.MarkStore
+	w   witness.Witness
+}
+
+func (m witnessedMarks) Mark(ctx context.Context, name string) (int64, error) {
+	a, err := m.sql.Mark(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	b, err := m.w.Mark(ctx, "redis/"+name)
+	if err != nil {
+		return 0, err
+	}
+	return max(a, b), nil
+}
+
+func (m witnessedMarks) Raise(ctx context.Context, name string, target int64) (int64, error) {
+	a, err := m.sql.Raise(ctx, name, target)
+	if err != nil {
+		return 0, err
+	}
+	b, err := witness.Raise(ctx, m.w, "redis/"+name, target)
+	if err != nil {
+		return 0, err
+	}
+	return min(a, b), nil
 }
 
 // redisKey serves one key from its own rediscounter.Counter.

@@ -26,6 +26,7 @@ func segmentStrategy() server.Strategy {
 		Check: func(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			ps := unknownOptions(k, "description")
 			ps = append(ps, checkDescription(k)...)
+			ps = append(ps, nodeLocalStore(k, cfg)...)
 			if k.Step != 0 {
 				if err := segment.ValidateStep(k.Step); err != nil {
 					ps = append(ps, server.Problem{Field: "step", Value: fmt.Sprint(k.Step), Message: err.Error()})
@@ -77,8 +78,15 @@ func (r *allocatorResource) Close(ctx context.Context) error { return r.a.Close(
 // openAllocator returns the Allocator shared by every key on the named store.
 func openAllocator(ctx context.Context, env *server.Env, store string) (*segment.Allocator, error) {
 	url := env.Config.Stores[store]
+	w, err := openWitness(ctx, env)
+	if err != nil {
+		return nil, err
+	}
 	res, err := env.Shared(ctx, "segment store "+store, func(ctx context.Context) (server.Resource, error) {
-		a, err := stores.OpenAllocator(ctx, url, segment.Options{Clock: env.Clock, CloseStore: true, Logger: env.Logger})
+		if sharedStore(url) {
+			w.warnShared(env, "segment store "+store, url)
+		}
+		a, err := stores.OpenAllocator(ctx, url, segment.Options{Clock: env.Clock, CloseStore: true, Logger: env.Logger, Witness: w.w})
 		if err != nil {
 			return nil, fmt.Errorf("open segment store %q: %w", store, err)
 		}
@@ -210,6 +218,8 @@ func segmentStats(st segment.Stats) []server.Stat {
 		{Name: "segment_store_errors_total", Help: "Segment leases the store failed (down, slow, unreachable), counted even while the double buffer still serves.",
 			Value: float64(st.StoreErrors), Counter: true},
 		{Name: "segment_store_failing", Help: "1 while a segment key's last lease failed and it retries.", Value: b2f(st.StoreFailing)},
+		{Name: "segment_store_went_back_total", Help: "Times a segment key's store answered below the witness's mark (a failover to a lagging replica, a restore) and was raised above it.",
+			Value: float64(st.WentBack), Counter: true},
 	}
 }
 

@@ -186,11 +186,17 @@ func newTicket(ctx context.Context, env *server.Env, name string, k server.KeyCo
 		return nil, fmt.Errorf("strategies: %s", ps[0])
 	}
 	tc.cfg.Clock = env.Clock
+	w, err := openWitness(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	w.warnShared(env, name, strings.Join(tc.shown, ", "))
+	tc.cfg.Witness, tc.cfg.Logger = w.w, env.Logger
 	t, err := ticket.Open(ctx, tc.cfg)
 	if err != nil {
 		return nil, err
 	}
-	env.Logger.Info("ticket key ready", "key", name, "servers", strings.Join(tc.shown, ", "), "step", tc.cfg.Step)
+	env.Logger.Info("ticket key ready", "key", name, "servers", strings.Join(tc.shown, ", "), "step", tc.cfg.Step, "ceiling", t.Ceiling())
 	return &ticketKey{t: t}, nil
 }
 
@@ -231,14 +237,21 @@ func (k *ticketKey) Ready(ctx context.Context) error {
 func (k *ticketKey) Stats() []server.Stat {
 	st := k.t.Status()
 	up := 0
+	var back, swaps uint64
 	for _, s := range st {
 		if s.Up {
 			up++
 		}
+		back += s.WentBack
+		swaps += s.IdentityChanges
 	}
 	return []server.Stat{
 		{Name: "ticket_servers", Help: "Ticket servers configured for a key.", Value: float64(len(st))},
 		{Name: "ticket_servers_up", Help: "Ticket servers not backing off after a failure.", Value: float64(up)},
+		{Name: "ticket_went_back_total", Help: "Times a ticket server answered below an ID it had given (a failover to a lagging replica, a restore) and was raised above the ceiling.",
+			Value: float64(back), Counter: true},
+		{Name: "ticket_server_changes_total", Help: "Times the database server behind a ticket server's URL changed identity (a failover or a restore).",
+			Value: float64(swaps), Counter: true},
 	}
 }
 
