@@ -160,6 +160,7 @@
         if (stats.segment_store_failing) next = "store failing, retrying";
         next += " · " + fmtNum(stats.segment_loads_total) + " loads";
         if (stats.segment_load_errors_total) next += ", " + fmtNum(stats.segment_load_errors_total) + " failed";
+        if (stats.segment_store_went_back_total) next += " · store went back " + fmtNum(stats.segment_store_went_back_total) + "× (failover or restore?), raised above the witness";
         row(tb, [
           { text: k.name, field: "name" },
           { node: slotCell(s.slots[0], s.current === 0), field: "slot0" },
