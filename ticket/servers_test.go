@@ -11,6 +11,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/witness"
 )
 
 // collect runs workers goroutines that each take n IDs with next and
@@ -267,9 +268,23 @@ func TestPostgresSplit(t *testing.T) {
 	}
 }
 
-func benchNext(b *testing.B, url string) {
+// benchWitness is nil, or a File witness in a fresh directory: the
+// ceiling's cost per ID is the difference between the two.
+func benchWitness(b *testing.B, on bool) Witness {
+	if !on {
+		return nil
+	}
+	w, err := witness.OpenFile(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	return w
+}
+
+func benchNext(b *testing.B, url string, withWitness bool) {
 	ctx := context.Background()
-	tk, err := Open(ctx, Config{Servers: []Server{{URL: url}}})
+	tk, err := Open(ctx, Config{Servers: []Server{{URL: url}}, Witness: benchWitness(b, withWitness)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -285,23 +300,35 @@ func benchNext(b *testing.B, url string) {
 	})
 }
 
-func BenchmarkMySQLNext(b *testing.B) { benchNext(b, testserver.Database(b, testserver.MariaDB)) }
+func BenchmarkMySQLNext(b *testing.B) {
+	for _, w := range []bool{false, true} {
+		b.Run(fmt.Sprintf("witness=%v", w), func(b *testing.B) { benchNext(b, testserver.Database(b, testserver.MariaDB), w) })
+	}
+}
 
-func BenchmarkPostgresNext(b *testing.B) { benchNext(b, testserver.Database(b, testserver.Postgres)) }
+func BenchmarkPostgresNext(b *testing.B) {
+	for _, w := range []bool{false, true} {
+		b.Run(fmt.Sprintf("witness=%v", w), func(b *testing.B) { benchNext(b, testserver.Database(b, testserver.Postgres), w) })
+	}
+}
 
 func BenchmarkPostgresNextN100(b *testing.B) {
-	ctx := context.Background()
-	tk, err := Open(ctx, Config{Servers: []Server{{URL: testserver.Database(b, testserver.Postgres)}}})
-	if err != nil {
-		b.Fatal(err)
+	for _, w := range []bool{false, true} {
+		b.Run(fmt.Sprintf("witness=%v", w), func(b *testing.B) {
+			ctx := context.Background()
+			tk, err := Open(ctx, Config{Servers: []Server{{URL: testserver.Database(b, testserver.Postgres)}}, Witness: benchWitness(b, w)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tk.Close()
+			b.ReportAllocs()
+			buf := make([]int64, 100)
+			for b.Loop() {
+				if _, err := tk.NextN(ctx, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(buf)), "ns/id")
+		})
 	}
-	defer tk.Close()
-	b.ReportAllocs()
-	buf := make([]int64, 100)
-	for b.Loop() {
-		if _, err := tk.NextN(ctx, buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(buf)), "ns/id")
 }

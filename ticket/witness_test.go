@@ -141,3 +141,37 @@ func TestWitnessFailover(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCeiling is the ceiling's own cost per ticket, without a
+// database: an in-memory counter, with no witness and with a File witness
+// (one fsync'd raise per Block/2 tickets, in the background).
+func BenchmarkCeiling(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "witness=none", true: "witness=file"}[on], func(b *testing.B) {
+			ctx := context.Background()
+			cfg := Config{Clock: clock.NewReal(), Servers: []Server{{URL: "fake://a"}}}
+			if on {
+				w, err := witness.OpenFile(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.Close()
+				cfg.Witness = w
+			}
+			c := &counter{next: 1, step: 1}
+			tk, err := open(ctx, cfg, func(_ context.Context, _ Config, _ Server, hook connHook) (source, error) {
+				return &nodeConn{c: c, hook: hook, fresh: true}, nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tk.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tk.Next(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
