@@ -7,6 +7,11 @@
 #
 #   servers.sh install [KIND...]         apt-get what is missing (root only)
 #   servers.sh start KIND DIR PORT [ARG...]  init DIR if new, start, wait ready
+#   servers.sh replica KIND DIR PORT PRIMARY_HOST:PRIMARY_PORT [ARG...]
+#                                        init DIR as an async streaming replica
+#                                        of that primary, start, wait until it
+#                                        replicates (postgres, mariadb only)
+#   servers.sh promote DIR               make a replica a writable primary
 #   servers.sh stop DIR                  graceful stop, waits for the exit
 #   servers.sh kill DIR                  SIGKILL, waits for the exit
 #   servers.sh pause DIR                 SIGSTOP, waits until every thread stopped
@@ -18,11 +23,44 @@
 #
 # KIND is one of: postgres mariadb redis etcd zookeeper.
 #
+# Replication. Every PostgreSQL and MariaDB that start launches can serve as
+# a primary: PostgreSQL runs with wal_level=replica and WAL senders (initdb
+# -A trust lets 127.0.0.1 connect for replication too), MariaDB with a ROW
+# binlog (log_slave_updates on, server_id = its port, so ids are unique on
+# this machine). `replica` builds an ASYNCHRONOUS replica in a new DIR; the
+# primary's address may be a proxy's (internal/tcpproxy), so a test can cut
+# the replication link and heal it:
+#   postgres: pg_basebackup -R -X stream -c fast from the primary, then
+#     start; standby.signal and primary_conninfo (in postgresql.auto.conf)
+#     make it a hot standby, also when restarted with `start`. It retries a
+#     lost link every second (wal_retrieve_retry_interval, in its conf).
+#   mariadb: a fresh mariadb-install-db, start (own server_id; read_only,
+#     also when restarted, until promoted), then CHANGE MASTER TO the
+#     primary as root with MASTER_USE_GTID=slave_pos from an empty
+#     gtid_slave_pos, and START SLAVE: the replica replays the primary's
+#     binlog from its very first event, so the primary must have run with
+#     the binlog since its first start (start sees to it) and never purged
+#     it. That holds for the fresh primaries of tests and avoids a dump and
+#     load. A lost link is retried every second
+#     (MASTER_CONNECT_RETRY=1, kept in the replica's master.info).
+# Either kind notices a link that goes silent (a Blackhole) only after its
+# default 60 s (wal_receiver_timeout, slave_net_timeout), or when the proxy
+# resets the connection (Cut, and Heal after a Blackhole).
+# `replica` returns once the replica is streaming (postgres: its WAL
+# receiver says so; mariadb: both slave threads run), not once it has caught
+# up. `promote` makes it a primary: postgres pg_ctl promote -w, waiting
+# until pg_is_in_recovery() is false; mariadb stops the IO thread, lets the
+# SQL thread apply what was received, then STOP SLAVE, RESET SLAVE ALL and
+# read_only off. Writes the replica never received are lost, as they would
+# be in a real failover to a lagging async replica.
+#
 # Nothing here waits without a bound: every readiness probe runs under its own
 # timeout (PROBE_TIMEOUT seconds) and start gives up after START_TIMEOUT
 # seconds (env IDMINT_SERVER_START_TIMEOUT), printing the log's tail and
-# killing what it launched. DIR/server.pid names the server process itself
-# from the moment it is launched, so stop and kill work on a half-started one.
+# killing what it launched; replica and promote wait as long at most for
+# each of their own steps, and the SQL they send runs under a timeout too.
+# DIR/server.pid names the server process itself from the moment it is
+# launched, so stop and kill work on a half-started one.
 set -euo pipefail
 
 KINDS="postgres mariadb redis etcd zookeeper"
@@ -146,18 +184,26 @@ start() {
 		fi
 		# fsync stays on: kill -9 of the server keeps the OS cache, so it costs
 		# nothing in speed worth saving and keeps crash tests honest.
+		# wal_level and max_wal_senders are PostgreSQL 15's defaults, spelt
+		# out because a replica depends on them; wal_keep_size lets a
+		# replica whose link was cut for a while catch up once healed.
 		setsid $as "$b/postgres" -D "$dir/data" -p "$port" -k "$dir" -c listen_addresses=127.0.0.1 \
-			-c max_connections=200 -c shared_buffers=32MB "$@" >>"$log" 2>&1 </dev/null &
+			-c max_connections=200 -c shared_buffers=32MB \
+			-c wal_level=replica -c max_wal_senders=10 -c wal_keep_size=64MB "$@" >>"$log" 2>&1 </dev/null &
 		;;
 	mariadb)
 		if [ ! -d "$dir/data/mysql" ]; then
 			mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
 				--auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
 		fi
+		# A replica not yet promoted stays read-only across restarts.
+		[ -f "$dir/read-only" ] && set -- --read-only "$@"
 		setsid mariadbd --no-defaults --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
 			--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --user="$(id -un)" \
 			--skip-name-resolve --innodb-buffer-pool-size=64M --innodb-log-file-size=16M \
-			--max-connections=300 "$@" >>"$log" 2>&1 </dev/null &
+			--max-connections=300 \
+			--log-bin=mysql-bin --server-id="$port" --binlog-format=ROW --log-slave-updates --relay-log=relay-bin \
+			--log-bin-trust-function-creators=1 "$@" >>"$log" 2>&1 </dev/null &
 		;;
 	redis)
 		setsid redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" --daemonize no \
@@ -302,6 +348,118 @@ resume() {
 	done
 }
 
+# waitfor WHAT CMD...: runs CMD every 0.1 s until it succeeds, bounded as
+# start is: by START_TIMEOUT seconds and by a number of tries. CMD must
+# bound itself (the probes below run under PROBE_TIMEOUT).
+waitfor() {
+	local what=$1 deadline=$((SECONDS + START_TIMEOUT)) tries=0
+	shift
+	while [ "$SECONDS" -lt "$deadline" ] && [ "$tries" -lt $((START_TIMEOUT * 10)) ]; do
+		tries=$((tries + 1))
+		"$@" && return 0
+		sleep 0.1
+	done
+	echo "servers.sh: gave up after ${START_TIMEOUT} s ($tries tries) waiting for $what" >&2
+	return 1
+}
+
+# pgq PORT SQL and myq PORT SQL print the answer to one query, unaligned,
+# without headers; each runs under PROBE_TIMEOUT (myq's caller may give a
+# longer bound as a third argument).
+pgq() { timeout -k 1 "$PROBE_TIMEOUT" "$(pgbin)/psql" -X -q -tA -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2" 2>/dev/null; }
+myq() { timeout -k 1 "${3:-$PROBE_TIMEOUT}" mariadb --no-defaults -h127.0.0.1 -P"$1" -uroot --connect-timeout=1 -N -B -e "$2"; }
+
+pg_streaming() { [ "$(pgq "$1" "SELECT status FROM pg_stat_wal_receiver")" = streaming ]; }
+pg_primary() { [ "$(pgq "$1" "SELECT pg_is_in_recovery()")" = f ]; }
+# mystatus PORT prints SHOW SLAVE STATUS, one "Field: value" a line.
+mystatus() { timeout -k 1 "$PROBE_TIMEOUT" mariadb --no-defaults -h127.0.0.1 -P"$1" -uroot --connect-timeout=1 -e 'SHOW SLAVE STATUS\G'; }
+my_field() { mystatus "$1" 2>/dev/null | sed -n "s/^ *$2: //p"; }
+my_streaming() {
+	local st
+	st=$(mystatus "$1" 2>/dev/null) || return 1
+	grep -q '^ *Slave_IO_Running: Yes$' <<<"$st" && grep -q '^ *Slave_SQL_Running: Yes$' <<<"$st"
+}
+
+# replica KIND DIR PORT PRIMARY_HOST:PRIMARY_PORT [ARG...]: see the header.
+# DIR must be new (or hold no data yet); ARGs go to the server's command
+# line as with start. A replica that cannot replicate is killed.
+replica() {
+	local kind=$1 dir=$2 port=$3 primary=$4
+	shift 4
+	local phost=${primary%:*} pport=${primary##*:}
+	[ "$phost" != "$primary" ] && [ -n "$phost" ] && [[ $pport =~ ^[0-9]+$ ]] || die "primary '$primary' is not HOST:PORT"
+	case "$kind" in postgres | mariadb) ;; *) die "replica wants postgres or mariadb, not '$kind'" ;; esac
+	has "$kind" || die "$kind is not installed; run: sudo $SELF install $kind"
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	[ -z "$(ls -A "$dir/data" 2>/dev/null)" ] || die "$dir/data is not empty: a replica starts from a new DIR (restart one with: start $kind DIR PORT)"
+	case "$kind" in
+	postgres)
+		local as b
+		b=$(pgbin)
+		as=$(pg_user_prefix "$dir")
+		rm -rf "$dir/data"
+		# -c fast: checkpoint now rather than spread out; -X stream copies
+		# the WAL written meanwhile; -R writes standby.signal and
+		# primary_conninfo (host and port as given: the proxy's).
+		$as timeout -k 5 "$START_TIMEOUT" "$b/pg_basebackup" -D "$dir/data" -h "$phost" -p "$pport" -U postgres \
+			-X stream -R -c fast --no-sync >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log" >&2; die "pg_basebackup from $primary failed"; }
+		echo "wal_retrieve_retry_interval = '1s'" >>"$dir/data/postgresql.conf"
+		start postgres "$dir" "$port" "$@"
+		waitfor "the postgres replica on port $port to stream from $primary" pg_streaming "$port" || {
+			tail -n 30 "$dir/server.log" >&2
+			killit "$dir" || true
+			die "postgres replica on port $port does not replicate from $primary; killed it (log: $dir/server.log)"
+		}
+		;;
+	mariadb)
+		touch "$dir/read-only"
+		start mariadb "$dir" "$port" "$@"
+		# An empty gtid_slave_pos: replay the primary's binlog from its start.
+		myq "$port" "RESET MASTER; SET GLOBAL gtid_slave_pos = '';
+			CHANGE MASTER TO MASTER_HOST = '$phost', MASTER_PORT = $pport, MASTER_USER = 'root', MASTER_PASSWORD = '',
+				MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
+			START SLAVE" 30 || { killit "$dir" || true; die "could not set up mariadb replication from $primary; killed the replica"; }
+		waitfor "the mariadb replica on port $port to replicate from $primary" my_streaming "$port" || {
+			mystatus "$port" >&2 || true
+			tail -n 30 "$dir/server.log" >&2
+			killit "$dir" || true
+			die "mariadb replica on port $port does not replicate from $primary; killed it (log: $dir/server.log)"
+		}
+		;;
+	esac
+}
+
+# promote DIR: see the header. Returns once the server takes writes.
+promote() {
+	local dir=$1 kind port
+	alive "$dir" || die "no server running in $dir"
+	kind=$(cat "$dir/kind")
+	port=$(cat "$dir/port")
+	case "$kind" in
+	postgres)
+		local as
+		as=$(pg_user_prefix "$dir")
+		$as timeout -k 5 "$START_TIMEOUT" "$(pgbin)/pg_ctl" promote -D "$dir/data" -w -t "$START_TIMEOUT" >&2 || die "pg_ctl promote in $dir failed"
+		waitfor "postgres on port $port to leave recovery" pg_primary "$port" || die "postgres on port $port still in recovery after promote"
+		;;
+	mariadb)
+		# Like a careful failover: no more events from the old primary, but
+		# those already received (the relay log) are applied first.
+		myq "$port" "STOP SLAVE IO_THREAD" 30 || die "STOP SLAVE IO_THREAD on port $port failed"
+		local io
+		io=$(my_field "$port" Gtid_IO_Pos)
+		if [ -n "$io" ]; then
+			[ "$(myq "$port" "SELECT MASTER_GTID_WAIT('$io', $START_TIMEOUT)" $((START_TIMEOUT + 5)))" = 0 ] ||
+				die "mariadb on port $port did not apply its relay log (up to $io) within ${START_TIMEOUT} s"
+		fi
+		myq "$port" "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF" 30 || die "promoting mariadb on port $port failed"
+		rm -f "$dir/read-only"
+		;;
+	*) die "promote wants a postgres or mariadb replica, not '$kind'" ;;
+	esac
+}
+
 # Shared instances for one test run, on ports of their own.
 declare -A PORT=([postgres]=25432 [mariadb]=23306 [redis]=26379 [etcd]=22379 [zookeeper]=22181)
 
@@ -334,6 +492,8 @@ cmd=${1:-}
 case "$cmd" in
 install) install "$@" ;;
 start) [ $# -ge 3 ] || die "usage: start KIND DIR PORT [ARG...]"; start "$@" ;;
+replica) [ $# -ge 4 ] || die "usage: replica KIND DIR PORT PRIMARY_HOST:PRIMARY_PORT [ARG...]"; replica "$@" ;;
+promote) [ $# = 1 ] || die "usage: promote DIR"; promote "$1" ;;
 stop) [ $# = 1 ] || die "usage: stop DIR"; stop "$1" ;;
 kill) [ $# = 1 ] || die "usage: kill DIR"; killit "$1" ;;
 pause) [ $# = 1 ] || die "usage: pause DIR"; pause "$1" ;;
@@ -341,5 +501,5 @@ resume) [ $# = 1 ] || die "usage: resume DIR"; resume "$1" ;;
 pid) [ $# = 1 ] || die "usage: pid DIR"; cat "$1/server.pid" ;;
 up) [ $# = 1 ] || die "usage: up BASE"; up "$1" ;;
 down) [ $# = 1 ] || die "usage: down BASE"; down "$1" ;;
-*) die "usage: servers.sh install|start|stop|kill|pause|resume|pid|up|down (see the comment at the top)" ;;
+*) die "usage: servers.sh install|start|replica|promote|stop|kill|pause|resume|pid|up|down (see the comment at the top)" ;;
 esac

@@ -3,6 +3,8 @@
 // a client and a real server: Cut resets every connection, Blackhole lets
 // nothing through while keeping connections open, Stall stands in for a
 // server that died and came back without answering, and Heal ends each.
+// Retarget moves the proxy to another server and resets what was open, as
+// a virtual IP or DNS name moved in a failover does.
 //
 // A test points its client at Proxy.Addr instead of the server:
 //
@@ -39,10 +41,11 @@ const DialTimeout = 5 * time.Second
 // Proxy forwards TCP connections from a loopback address to a target. Its
 // methods are safe for concurrent use.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	ln net.Listener
 
 	mu     sync.Mutex
+	target string
+	gen    int // bumped by each Retarget
 	state  state
 	conns  map[net.Conn]struct{} // every open connection, both sides
 	held   map[net.Conn]struct{} // accepted during a Stall, never answered
@@ -72,7 +75,35 @@ func Listen(target string) (*Proxy, error) {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Target returns the address connections are forwarded to.
-func (p *Proxy) Target() string { return p.target }
+func (p *Proxy) Target() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target
+}
+
+// Retarget forwards the connections accepted from now on to target
+// (host:port) and resets every connection open through the proxy, held
+// ones included, as a virtual IP or DNS name moved to another server
+// would: clients notice, reconnect, and reach the new target. A
+// connection accepted before Retarget and still dialing the old target is
+// reset too. A Cut, Blackhole or Stall in force stays in force. Retarget
+// panics if target is not host:port.
+func (p *Proxy) Retarget(target string) {
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		panic("tcpproxy: Retarget: target " + target + " is not host:port: " + err.Error())
+	}
+	p.mu.Lock()
+	p.target = target
+	p.gen++
+	drop := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		drop = append(drop, c)
+	}
+	p.mu.Unlock()
+	for _, c := range drop {
+		reset(c)
+	}
+}
 
 // Cut closes every connection through the proxy (with a TCP reset where
 // the platform allows) and, until Heal, resets each new connection as soon
@@ -179,6 +210,25 @@ func (p *Proxy) track(c net.Conn) bool {
 	return true
 }
 
+// trackServer is track for a connection dialed to the target of
+// generation gen: false also when a Retarget came in between.
+func (p *Proxy) trackServer(c net.Conn, gen int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.state == cut || p.gen != gen {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+// dest returns the target to dial and its generation.
+func (p *Proxy) dest() (string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target, p.gen
+}
+
 func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
@@ -218,12 +268,13 @@ func (p *Proxy) serve(client net.Conn) {
 		reset(client)
 		return
 	}
-	server, err := net.DialTimeout("tcp", p.target, DialTimeout)
+	target, gen := p.dest()
+	server, err := net.DialTimeout("tcp", target, DialTimeout)
 	if err != nil {
 		reset(client)
 		return
 	}
-	if !p.track(server) {
+	if !p.trackServer(server, gen) {
 		reset(server)
 		reset(client)
 		return

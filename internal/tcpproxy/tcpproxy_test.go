@@ -1,4 +1,4 @@
-package tcpproxy
+package tcpproxy_test
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/internal/tcpproxy"
 	"github.com/idmint/idmint/internal/testserver"
 )
 
@@ -32,9 +33,9 @@ func echo(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func start(t *testing.T) *Proxy {
+func start(t *testing.T) *tcpproxy.Proxy {
 	t.Helper()
-	p, err := Listen(echo(t))
+	p, err := tcpproxy.Listen(echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func start(t *testing.T) *Proxy {
 	return p
 }
 
-func dial(t *testing.T, p *Proxy) net.Conn {
+func dial(t *testing.T, p *tcpproxy.Proxy) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
 	if err != nil {
@@ -162,7 +163,7 @@ func TestTargetDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	p, err := Listen(addr)
+	p, err := tcpproxy.Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +175,14 @@ func TestTargetDown(t *testing.T) {
 
 func TestBadTarget(t *testing.T) {
 	t.Parallel()
-	if _, err := Listen("no-port"); err == nil {
+	if _, err := tcpproxy.Listen("no-port"); err == nil {
 		t.Fatal("Listen(\"no-port\") succeeded")
 	}
 }
 
 func TestCloseEndsConnections(t *testing.T) {
 	t.Parallel()
-	p, err := Listen(echo(t))
+	p, err := tcpproxy.Listen(echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,9 +206,101 @@ func TestCloseEndsConnections(t *testing.T) {
 	}
 }
 
+// named starts a server that answers each line with its name and the line
+// ("a: ping\n"), and returns its address.
+func named(t *testing.T, name string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, name+": "+line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Retarget resets what is open, as a moved virtual IP does, and sends what
+// comes next to the new target; a fault in force stays in force.
+func TestRetarget(t *testing.T) {
+	t.Parallel()
+	a, b := named(t, "a"), named(t, "b")
+	p, err := tcpproxy.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	old := dial(t, p)
+	if got, err := roundTrip(old, 5*time.Second); err != nil || got != "a: ping\n" {
+		t.Fatalf("before Retarget: %q, %v; want a's answer", got, err)
+	}
+
+	p.Retarget(b)
+	if got := p.Target(); got != b {
+		t.Errorf("Target() = %q after Retarget(%q)", got, b)
+	}
+	if got, err := roundTrip(old, 5*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("after Retarget the old connection answered %q, %v; want it reset", got, err)
+	}
+	if got, err := roundTrip(dial(t, p), 5*time.Second); err != nil || got != "b: ping\n" {
+		t.Fatalf("after Retarget a new connection answered %q, %v; want b's answer", got, err)
+	}
+	testserver.Eventually(t, "the reset connection to leave the count", 5*time.Second, func() bool { return p.Conns() == 1 })
+
+	// During a stall: the held connection is reset too, the stall goes on,
+	// and Heal forwards to the new target.
+	p.Stall()
+	held := dial(t, p)
+	testserver.Eventually(t, "the connection made during the stall to be held", 5*time.Second, func() bool { return p.Held() == 1 })
+	p.Retarget(a)
+	if got, err := roundTrip(held, 5*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("after Retarget the held connection answered %q, %v; want it reset", got, err)
+	}
+	if got, err := roundTrip(dial(t, p), 300*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("after Retarget during a stall a new connection answered %q, %v; want silence", got, err)
+	}
+	p.Heal()
+	if got, err := roundTrip(dial(t, p), 5*time.Second); err != nil || got != "a: ping\n" {
+		t.Fatalf("after Heal a new connection answered %q, %v; want a's answer", got, err)
+	}
+}
+
+func TestRetargetBadTarget(t *testing.T) {
+	t.Parallel()
+	p := start(t)
+	defer func() {
+		if recover() == nil {
+			t.Error("Retarget(\"no-port\") did not panic")
+		}
+		if got, err := roundTrip(dial(t, p), 5*time.Second); err != nil || got != "ping\n" {
+			t.Errorf("after the refused Retarget: %q, %v; want the old target's answer", got, err)
+		}
+	}()
+	p.Retarget("no-port")
+}
+
 // tryNew opens a new connection and round-trips a line on it: the error
 // is the dial's or the round trip's (a reset may reach the dial already).
-func tryNew(p *Proxy) (string, error) {
+func tryNew(p *tcpproxy.Proxy) (string, error) {
 	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
 	if err != nil {
 		return "", err
