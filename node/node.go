@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,16 @@ type Config struct {
 	Retry time.Duration
 	// Logger receives lease loss and re-acquisition. Nil discards.
 	Logger *slog.Logger
+	// HorizonDir, when set, is a directory on this node's own disk where
+	// the node also keeps the horizon of every worker ID it holds (one
+	// snowflake.FileHorizon per ID, horizon-<FILE>-<ID>), a second witness
+	// beside the coordinator's record: a coordinator restored from an
+	// older snapshot (etcd snapshot restore, a ZooKeeper data directory
+	// from backup) cannot make this node stamp at or below what it stamped
+	// under that ID before. HorizonFile names the file's middle part
+	// (default the worker field's name); nodes of different layouts in
+	// one directory need different names.
+	HorizonDir, HorizonFile string
 }
 
 // Node issues snowflake IDs under a worker-ID lease. Safe for concurrent use.
@@ -233,8 +244,17 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 		return nil, fmt.Errorf("%w: the Assigner's clock is not Config.Clock: the lease's fence would be judged on another monotonic clock (give both the same clock.Clock)", ErrConfig)
 	}
 	s.Clock, s.Horizon, s.Fence = n.clk, l, l
-	if f, ok := n.floors[l.ID()]; ok {
-		s.Horizon = floored{l, f}
+	f, ok := n.floors[l.ID()]
+	if ok || n.cfg.HorizonDir != "" {
+		fl := floored{Lease: l, floor: f}
+		if n.cfg.HorizonDir != "" {
+			name := n.cfg.HorizonFile
+			if name == "" {
+				name = n.field
+			}
+			fl.local = snowflake.NewFileHorizon(filepath.Join(n.cfg.HorizonDir, fmt.Sprintf("horizon-%s-%d", name, l.ID())))
+		}
+		s.Horizon = fl
 	}
 	g, err := snowflake.New(n.cfg.Layout, s)
 	if err != nil {
@@ -246,21 +266,60 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 }
 
 // floored is a lease whose Load answers at least floor: the horizon this
-// node's previous lease on the same worker ID had recorded. A coordinator
-// whose record went backwards (an operator's set, a Leaf node writing its
-// clock) then cannot make the new generator stamp what the old one may
-// have stamped. Extend and Release are the lease's own.
+// node's previous lease on the same worker ID had recorded, and, with
+// Config.HorizonDir, the horizon kept in the node's own file. A
+// coordinator whose record went backwards (an operator's set, a Leaf node
+// writing its clock, a snapshot restore) then cannot make the new
+// generator stamp what an earlier one of this node may have stamped.
+// Extend and Release write the lease first, then the file.
 type floored struct {
 	*worker.Lease
 	floor time.Time
+	local *snowflake.FileHorizon // nil without Config.HorizonDir
 }
 
 func (f floored) Load(ctx context.Context) (time.Time, error) {
 	h, err := f.Lease.Load(ctx)
-	if err == nil && f.floor.After(h) {
+	if err != nil {
+		return h, err
+	}
+	if f.floor.After(h) {
 		h = f.floor
 	}
-	return h, err
+	if f.local != nil {
+		lh, err := f.local.Load(ctx)
+		if err != nil {
+			return h, fmt.Errorf("node: local horizon: %w", err)
+		}
+		if lh.After(h) {
+			h = lh
+		}
+	}
+	return h, nil
+}
+
+func (f floored) Extend(ctx context.Context, until time.Time) (time.Time, error) {
+	h, err := f.Lease.Extend(ctx, until)
+	if err != nil || f.local == nil {
+		return h, err
+	}
+	// The generator stamps up to what this returns: the file must hold it
+	// too before it does.
+	if _, err := f.local.Extend(ctx, h); err != nil {
+		lh, _ := f.local.Load(ctx)
+		return lh, fmt.Errorf("node: local horizon: %w", err)
+	}
+	return h, nil
+}
+
+func (f floored) Release(ctx context.Context, last time.Time) error {
+	if err := f.Lease.Release(ctx, last); err != nil {
+		return err
+	}
+	if f.local != nil {
+		return f.local.Release(ctx, last)
+	}
+	return nil
 }
 
 // retire closes a binding's generator and lease and remembers the horizon

@@ -153,6 +153,16 @@ func coordinatorFor(base, dataDir, layoutName, nodeKey string) string {
 	return u.String()
 }
 
+// remoteHorizon reports whether a coordinator scheme keeps the worker
+// horizon outside the node's data directory.
+func remoteHorizon(scheme string) bool {
+	switch strings.ToLower(scheme) {
+	case "etcd", "zk", "zookeeper", "postgres", "postgresql", "mysql", "sqlite", "sqlite3":
+		return true
+	}
+	return false
+}
+
 func sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
@@ -189,8 +199,17 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 	}
 	res, err := env.Shared(ctx, resName, func(ctx context.Context) (server.Resource, error) {
 		coord := coordinatorFor(env.Config.Coordinator, env.Config.DataDir, layoutName, strings.Join(nodeKey, ","))
+		// A coordinator that keeps the horizon away from this node (etcd,
+		// ZooKeeper, a SQL table) could be restored from an older
+		// snapshot: the data directory keeps a second copy of each worker
+		// ID's horizon, never below what this node stamped.
+		hdir, hfile := "", ""
+		if scheme, _, _ := strings.Cut(coord, "://"); remoteHorizon(scheme) {
+			hdir, hfile = env.Config.DataDir, sanitize(strings.TrimSuffix(layoutName+"."+strings.Join(nodeKey, ","), "."))
+		}
 		n, err := node.New(ctx, node.Config{
 			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, WorkerLimit: workerLimit,
+			HorizonDir: hdir, HorizonFile: hfile,
 			Clock: env.Clock, Logger: env.Logger, AcquireWait: 15 * time.Second,
 			// Stamp every ID from the clock itself: a cached tick lags by its
 			// refresher's scheduling delay, 40-64 ms p99 with the cores busy.
