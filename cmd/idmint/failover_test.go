@@ -54,6 +54,13 @@ func TestFailoverTicketPostgres(t *testing.T) {
 	runFailover(t, testserver.Postgres, "ticket")
 }
 
+// TestFailoverLeafStyle: nodes that share only the database, as Leaf's
+// do (no coordinator: each node's worker ID is its own file), keep their
+// marks in a witness database of their own (witness: on another server).
+func TestFailoverLeafStyle(t *testing.T) {
+	runFailover(t, testserver.MariaDB, "segment", "postgres")
+}
+
 // failoverWait bounds every wait of the scenario.
 const failoverWait = 60 * time.Second
 
@@ -132,7 +139,10 @@ func (l *failoverLoad) duplicates() (int64, string) {
 	return dup, example
 }
 
-func runFailover(t *testing.T, kind testserver.Kind, strategy string) {
+// runFailover runs the scenario. With witnessDB "postgres" the nodes have
+// no coordinator and keep their marks in a database of the shared
+// PostgreSQL server (witness:); otherwise etcd is both.
+func runFailover(t *testing.T, kind testserver.Kind, strategy string, witnessDB ...string) {
 	if testing.Short() {
 		t.Skip("runs a database, its replica and four idmint processes")
 	}
@@ -157,6 +167,11 @@ func runFailover(t *testing.T, kind testserver.Kind, strategy string) {
 	cfg := filepath.Join(dir, "idmint.yaml")
 	key := "order"
 	yaml := fmt.Sprintf("max_count: 1000000\nstores:\n  db: %q\nkeys:\n", storeURL)
+	coord := fmt.Sprintf("etcd://%s/idmint?name=%s", etcd, testserver.Prefix(t))
+	if len(witnessDB) > 0 {
+		yaml = fmt.Sprintf("witness: %q\n", testserver.Database(t, testserver.Postgres)) + yaml
+		coord = ""
+	}
 	if strategy == "segment" {
 		yaml += "  order: {strategy: segment, store: db, step: 100}\n"
 	} else {
@@ -165,12 +180,15 @@ func runFailover(t *testing.T, kind testserver.Kind, strategy string) {
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	coord := fmt.Sprintf("etcd://%s/idmint?name=%s", etcd, testserver.Prefix(t))
 	nodes := map[string]*daemon{}
 	var nodesMu sync.Mutex
 	bases := map[string]*atomic.Pointer[string]{}
 	start := func(name string) {
-		d := startDaemon(t, bin, "--config", cfg, "--data", filepath.Join(dir, name), "--coordinator", coord)
+		args := []string{"--config", cfg, "--data", filepath.Join(dir, name)}
+		if coord != "" {
+			args = append(args, "--coordinator", coord)
+		}
+		d := startDaemon(t, bin, args...)
 		nodesMu.Lock()
 		nodes[name] = d
 		nodesMu.Unlock()
