@@ -122,3 +122,40 @@ func TestWitnessAcrossRestart(t *testing.T) {
 		t.Fatalf("store max_id %d after the repair; want it raised above the 300 served", got.MaxID)
 	}
 }
+
+// BenchmarkLoad is the cost of one segment load with and without the
+// witness: every iteration takes a whole segment (Range), so each one
+// waits for a load. witness=file adds a claim in the data directory's
+// marks (one fsync, shared by concurrent claims). Next from memory does
+// not touch the witness (BenchmarkNext).
+func BenchmarkLoad(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "witness=none", true: "witness=file"}[on], func(b *testing.B) {
+			ctx := context.Background()
+			f := newFake()
+			if err := f.Create(ctx, segment.KeyInfo{Key: "k", Step: 1000}); err != nil {
+				b.Fatal(err)
+			}
+			opts := segment.Options{Step: segment.StepPolicy{Fixed: true}}
+			if on {
+				w, err := witness.OpenFile(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.Close()
+				opts.Witness = w
+			}
+			a, err := segment.New(f, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			k, _ := a.Key("k")
+			for b.Loop() {
+				if _, err := k.Range(ctx, 1000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

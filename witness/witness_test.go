@@ -16,7 +16,7 @@ import (
 	"github.com/idmint/idmint/witness"
 )
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return c
@@ -24,8 +24,8 @@ func ctx(t *testing.T) context.Context {
 
 // backends opens every witness the suite has a server for; each open is
 // fresh (its own directory, database, prefix or root).
-func backends() map[string]func(t *testing.T) witness.Witness {
-	open := func(t *testing.T, u string) witness.Witness {
+func backends() map[string]func(t testing.TB) witness.Witness {
+	open := func(t testing.TB, u string) witness.Witness {
 		w, err := witness.Open(ctx(t), u, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -33,19 +33,19 @@ func backends() map[string]func(t *testing.T) witness.Witness {
 		t.Cleanup(func() { w.Close() })
 		return w
 	}
-	return map[string]func(t *testing.T) witness.Witness{
-		"file":   func(t *testing.T) witness.Witness { return open(t, "file://"+t.TempDir()) },
-		"sqlite": func(t *testing.T) witness.Witness { return open(t, "sqlite://"+filepath.Join(t.TempDir(), "w.db")) },
-		"postgres": func(t *testing.T) witness.Witness {
+	return map[string]func(t testing.TB) witness.Witness{
+		"file":   func(t testing.TB) witness.Witness { return open(t, "file://"+t.TempDir()) },
+		"sqlite": func(t testing.TB) witness.Witness { return open(t, "sqlite://"+filepath.Join(t.TempDir(), "w.db")) },
+		"postgres": func(t testing.TB) witness.Witness {
 			return open(t, testserver.Database(t, testserver.Postgres))
 		},
-		"mariadb": func(t *testing.T) witness.Witness {
+		"mariadb": func(t testing.TB) witness.Witness {
 			return open(t, "mysql://"+testserver.Database(t, testserver.MariaDB))
 		},
-		"etcd": func(t *testing.T) witness.Witness {
+		"etcd": func(t testing.TB) witness.Witness {
 			return open(t, "etcd://"+testserver.Addr(t, testserver.Etcd)+"/idmint?name="+testserver.Prefix(t))
 		},
-		"zookeeper": func(t *testing.T) witness.Witness {
+		"zookeeper": func(t testing.TB) witness.Witness {
 			return open(t, "zk://"+testserver.Addr(t, testserver.ZooKeeper)+"/"+testserver.Prefix(t)+"/snowflake/app")
 		},
 	}
@@ -251,5 +251,23 @@ func TestMulti(t *testing.T) {
 	}
 	if v, _ := m2.Mark(c, "k"); v != 100 {
 		t.Fatalf("Multi mark = %d; want the largest, 100", v)
+	}
+}
+
+// BenchmarkClaim is one claim (a segment's, a ceiling's) on each backend
+// the suite has a server for: what a segment load or a ceiling raise adds.
+func BenchmarkClaim(b *testing.B) {
+	for name, open := range backends() {
+		b.Run(name, func(b *testing.B) {
+			w := open(b)
+			c := context.Background()
+			var m int64
+			for b.Loop() {
+				if _, ok, err := w.Claim(c, "segment/bench", m, m+1000); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+				m += 1000
+			}
+		})
 	}
 }
