@@ -21,4 +21,13 @@
 // File is the single-node Source of the zero-config start: the bound lives
 // in a file, fsync'd before any value above the old bound is issued.
 // Etcd is the cluster Source.
+//
+// A store that forgets (a key moved from its bound file to etcd when a
+// single node grows into a cluster, another etcd prefix, etcd restored
+// from an older snapshot) would make a source start below values already
+// issued. With a Witness (FileConfig.Witness, EtcdConfig.Witness: the
+// node's data directory and the cluster's coordinator, package witness),
+// every persisted bound is also raised in the witness before a value up
+// to it is issued, and a source starts strictly above the largest of its
+// own bound, the witness's mark and EtcdConfig.Floor.
 package monotonic

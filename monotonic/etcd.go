@@ -64,6 +64,21 @@ type EtcdConfig struct {
 	Clock clock.Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+
+	// Witness, when set, also holds the bound, under Space: every bound
+	// the leader persists is raised there too before a value up to it is
+	// issued (a failed raise fails like a failed bound write), and a new
+	// leader starts strictly above the largest of the etcd bound, the mark
+	// and Floor. Values issued under another prefix, from a bound file, or
+	// before etcd was restored from an older snapshot are then never
+	// issued again.
+	Witness Witness
+	// Space names the key in the witness; default WitnessSpace(Name).
+	// Required with Witness when Name is empty.
+	Space string
+	// Floor is a value every leader starts above (for example the bound a
+	// File source of the key left in the data directory: ReadBoundFile).
+	Floor int64
 }
 
 func (c *EtcdConfig) setDefaults() error {
@@ -107,6 +122,15 @@ func (c *EtcdConfig) setDefaults() error {
 	}
 	if c.NodeName == "" {
 		c.NodeName = c.Advertise
+	}
+	if c.Witness != nil && c.Space == "" {
+		if c.Name == "" {
+			return fmt.Errorf("%w: a witness needs a space (or a name)", ErrBadConfig)
+		}
+		c.Space = WitnessSpace(c.Name)
+	}
+	if c.Floor < 0 {
+		return fmt.Errorf("%w: floor %d is negative", ErrBadConfig, c.Floor)
 	}
 	return nil
 }
@@ -391,6 +415,19 @@ func (e *Etcd) campaign(ctx context.Context) error {
 			return fmt.Errorf("monotonic: bound %s is corrupt (%q)", e.boundKey(), trunc(string(resp.Kvs[0].Value)))
 		}
 	}
+	// Start above what this key may have issued elsewhere: from a bound
+	// file, under another prefix, or before etcd went back.
+	wctx, wcancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	mark, err := readMark(wctx, e.cfg.Witness, e.cfg.Space)
+	wcancel()
+	if err != nil {
+		return err
+	}
+	if known := max(mark, e.cfg.Floor); known > start {
+		e.cfg.Logger.Info("monotonic: source starts above a bound known elsewhere", "name", e.cfg.Name,
+			"source_bound", start, "known_bound", known, "witness_mark", mark, "floor", e.cfg.Floor, "source", "etcd "+e.boundKey())
+		start = known
+	}
 	persist := func(ctx context.Context, bound int64) error {
 		r, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)).
@@ -402,6 +439,9 @@ func (e *Etcd) campaign(ctx context.Context) error {
 		if !r.Succeeded {
 			t.valid.Store(0)
 			return fmt.Errorf("%w: election key %s (revision %d) is gone; bound not moved", ErrFenced, t.key, t.rev)
+		}
+		if e.cfg.Witness != nil {
+			return raiseMark(ctx, e.cfg.Witness, e.cfg.Space, bound)
 		}
 		return nil
 	}

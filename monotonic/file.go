@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +28,19 @@ type FileConfig struct {
 	TimeWindow time.Duration
 	// Clock defaults to clock.NewReal().
 	Clock clock.Clock
+
+	// Witness, when set, also holds the bound, under Space: every bound
+	// written to the file is raised there too before a value up to it is
+	// issued (a failed raise fails like a failed file write), and the File
+	// starts strictly above the larger of the file's bound and the mark.
+	Witness Witness
+	// Space names the key in the witness; default WitnessSpace(Name).
+	// Required with Witness when Name is empty.
+	Space string
+	// Name names the key in logs.
+	Name string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 func (c *FileConfig) setDefaults() error {
@@ -51,6 +65,15 @@ func (c *FileConfig) setDefaults() error {
 	if c.Clock == nil {
 		c.Clock = clock.NewReal()
 	}
+	if c.Witness != nil && c.Space == "" {
+		if c.Name == "" {
+			return fmt.Errorf("%w: a witness needs a space (or a name)", ErrBadConfig)
+		}
+		c.Space = WitnessSpace(c.Name)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	return nil
 }
 
@@ -61,13 +84,19 @@ func (c *FileConfig) setDefaults() error {
 // process at a time may use a path (the server's data-directory lock
 // ensures it).
 type File struct {
-	path   string
-	c      *core
-	closed atomic.Bool
+	path    string
+	witness Witness
+	space   string
+	c       *core
+	closed  atomic.Bool
 }
 
-// OpenFile reads the bound at cfg.Path (none yet: start at 1) and returns
-// a File issuing above it.
+// fileTimeout bounds one bound write (file and witness), and the witness
+// read of OpenFile.
+const fileTimeout = time.Minute
+
+// OpenFile reads the bound at cfg.Path (none yet: start at 1) and the
+// witness's mark, and returns a File issuing above both.
 func OpenFile(cfg FileConfig) (*File, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -76,8 +105,19 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &File{path: cfg.Path}
-	f.c = newCore(cfg.Form, cfg.Clock, cfg.Window, cfg.TimeWindow, time.Minute, start, f.write, func() bool { return !f.closed.Load() })
+	ctx, cancel := context.WithTimeout(context.Background(), fileTimeout)
+	mark, err := readMark(ctx, cfg.Witness, cfg.Space)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if mark > start {
+		cfg.Logger.Info("monotonic: source starts above a bound known elsewhere", "key", cfg.Name,
+			"source_bound", start, "known_bound", mark, "source", "file "+cfg.Path, "space", cfg.Space)
+		start = mark
+	}
+	f := &File{path: cfg.Path, witness: cfg.Witness, space: cfg.Space}
+	f.c = newCore(cfg.Form, cfg.Clock, cfg.Window, cfg.TimeWindow, fileTimeout, start, f.write, func() bool { return !f.closed.Load() })
 	return f, nil
 }
 
@@ -103,8 +143,19 @@ func trunc(s string) string {
 	return s
 }
 
-// write records bound durably: temp file, fsync, rename, fsync directory.
-func (f *File) write(_ context.Context, bound int64) error {
+// write records bound durably: temp file, fsync, rename, fsync directory,
+// then in the witness.
+func (f *File) write(ctx context.Context, bound int64) error {
+	if err := f.writeFile(bound); err != nil {
+		return err
+	}
+	if f.witness == nil {
+		return nil
+	}
+	return raiseMark(ctx, f.witness, f.space, bound)
+}
+
+func (f *File) writeFile(bound int64) error {
 	dir := filepath.Dir(f.path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(f.path)+".tmp*")
 	if err != nil {

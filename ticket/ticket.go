@@ -657,21 +657,17 @@ func (t *Ticket) raise(ctx context.Context, target int64) error {
 		if err != nil {
 			return fmt.Errorf("ticket: raise the ceiling %q: %w", sp, err)
 		}
-		if m >= target {
-			storeMax(&t.ceiling, m)
+		// Claim even when m already reaches target: with several
+		// witnesses m is the largest mark, and the claim raises the rest.
+		to := max(m, target)
+		if _, ok, err := w.Claim(ctx, sp, m, to); err != nil {
+			return fmt.Errorf("ticket: raise the ceiling %q to %d: %w", sp, to, err)
+		} else if ok {
+			storeMax(&t.ceiling, to)
 			return nil
 		}
-		got, ok, err := w.Claim(ctx, sp, m, target)
-		if err != nil {
-			return fmt.Errorf("ticket: raise the ceiling %q to %d: %w", sp, target, err)
-		}
-		if ok {
-			storeMax(&t.ceiling, target)
-			return nil
-		}
-		storeMax(&t.ceiling, got)
-		if got >= target {
-			return nil
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("ticket: raise the ceiling %q to %d: %w", sp, to, err)
 		}
 	}
 }

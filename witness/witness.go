@@ -45,7 +45,8 @@ type Witness interface {
 }
 
 // Raise makes the space's mark at least target and returns the mark, which
-// may be higher when someone raised it further.
+// may be higher when someone raised it further. In a Multi every member
+// ends at least at target.
 func Raise(ctx context.Context, w Witness, space string, target int64) (int64, error) {
 	if target < 0 {
 		return 0, fmt.Errorf("%w: space %q: raise to %d", ErrBadClaim, space, target)
@@ -55,16 +56,17 @@ func Raise(ctx context.Context, w Witness, space string, target int64) (int64, e
 		if err != nil {
 			return 0, err
 		}
-		if m >= target {
-			return m, nil
-		}
-		got, ok, err := w.Claim(ctx, space, m, target)
+		// Claim even when m already reaches target: in a Multi, m is the
+		// largest member's mark, and the claim raises the others to it.
+		to := max(m, target)
+		got, ok, err := w.Claim(ctx, space, m, to)
 		if err != nil {
 			return 0, err
 		}
-		if ok || got >= target {
-			return max(got, target), nil
+		if ok {
+			return to, nil
 		}
+		_ = got // raised meanwhile: read the marks again
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}

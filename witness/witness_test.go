@@ -252,6 +252,14 @@ func TestMulti(t *testing.T) {
 	if v, _ := m2.Mark(c, "k"); v != 100 {
 		t.Fatalf("Multi mark = %d; want the largest, 100", v)
 	}
+	// Raise to a target the largest member already holds still raises the
+	// member that forgot.
+	if v, err := witness.Raise(c, m2, "k", 50); err != nil || v != 100 {
+		t.Fatalf("Raise(50) over marks 100 and 0 = %d, %v; want 100", v, err)
+	}
+	if v, _ := b2.Mark(c, "k"); v != 100 {
+		t.Fatalf("the forgetful member's mark after Raise = %d; want 100", v)
+	}
 }
 
 // BenchmarkClaim is one claim (a segment's, a ceiling's) on each backend

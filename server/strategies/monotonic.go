@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/monotonic"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/witness"
 	"github.com/idmint/idmint/worker"
 )
 
@@ -55,9 +58,9 @@ func checkMonotonic(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			ps = append(ps, server.Problem{Field: "options.time_window", Value: v, Message: "must be a duration between 1ms and 1h"})
 		}
 	}
-	if v, ok := k.Options["etcd"]; ok {
+	if v, ok := k.Options["etcd"]; ok && v != monotonicNoEtcd {
 		if _, err := etcdHosts(v); err != nil {
-			ps = append(ps, server.Problem{Field: "options.etcd", Value: v, Message: err.Error()})
+			ps = append(ps, server.Problem{Field: "options.etcd", Value: v, Message: err.Error() + ` (or "none": single node, bound in the data directory)`})
 		}
 	}
 	for _, f := range []string{"peer_listen", "advertise"} {
@@ -82,6 +85,13 @@ func checkMonotonic(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	if k.Step != 0 {
 		ps = append(ps, server.Problem{Field: "step", Value: strconv.FormatInt(k.Step, 10), Message: "monotonic keys have no segment step; the bound's headroom is options.window"})
 	}
+	if hosts, _, err := monotonicEtcd(cfg, k); err == nil && len(hosts) == 0 {
+		for _, p := range nodeLocalProblem(k, cfg, "its bound file in the data directory",
+			"Give the key an etcd (options.etcd: host:port, or an etcd:// coordinator) so that one elected leader issues for every node") {
+			p.Field, p.Value = "options.etcd", k.Options["etcd"]
+			ps = append(ps, p)
+		}
+	}
 	return ps
 }
 
@@ -104,15 +114,24 @@ func loopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// monotonicNoEtcd is the options.etcd value that keeps a key's bound in
+// the data directory even when the coordinator is etcd://.
+const monotonicNoEtcd = "none"
+
 // MonotonicOptionPrefix is the etcd prefix under which keys with their own
 // options.etcd keep their state (monotonic.Leaders lists it).
 const MonotonicOptionPrefix = "/idmint/monotonic/"
 
 // monotonicEtcd returns the etcd endpoints and key prefix for a key: its
 // own etcd option under MonotonicOptionPrefix, or the coordinator's
-// (etcd://h1,h2/prefix?name=N: under prefix/N/monotonic/).
+// (etcd://h1,h2/prefix?name=N: under prefix/N/monotonic/). No hosts: the
+// key's bound lives in the data directory (options.etcd: none, or no
+// etcd:// coordinator).
 func monotonicEtcd(cfg *server.Config, k server.KeyConfig) (hosts []string, prefix string, err error) {
 	if v, ok := k.Options["etcd"]; ok {
+		if v == monotonicNoEtcd {
+			return nil, "", nil
+		}
 		hs, err := etcdHosts(v)
 		return hs, MonotonicOptionPrefix, err
 	}
@@ -159,14 +178,37 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 	if err != nil {
 		return nil, err
 	}
+	// The key's bound is also kept in the node's witness (the data
+	// directory's marks, and the cluster's when there is one), and every
+	// source starts above it: a key moved from its bound file to etcd, to
+	// another etcd prefix, or an etcd restored from an older snapshot
+	// repeats nothing.
+	nw, err := openWitness(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	space := monotonic.WitnessSpace(name)
+	path := monotonicBoundPath(env.Config.DataDir, name)
 	if len(hosts) == 0 {
-		path := filepath.Join(env.Config.DataDir, "monotonic-"+sanitize(name)+".bound")
-		f, err := monotonic.OpenFile(monotonic.FileConfig{Path: path, Form: form, Window: window, TimeWindow: twindow, Clock: env.Clock})
+		f, err := monotonic.OpenFile(monotonic.FileConfig{Path: path, Form: form, Window: window, TimeWindow: twindow, Clock: env.Clock,
+			Witness: nw.w, Space: space, Name: name, Logger: env.Logger})
 		if err != nil {
 			return nil, err
 		}
-		env.Logger.Info("monotonic key ready (single node: bound in the data directory)", "key", name, "form", form, "bound_file", path)
+		if kind, cluster := env.Config.ClusterCoordinator(); cluster {
+			env.Logger.Warn("monotonic: key served from this node's own bound file although the coordinator implies several nodes: "+
+				"every node serving it issues its own values, the same ones, and their order across nodes means nothing. "+
+				"Give the key an etcd (options.etcd: host:port, or an etcd:// coordinator) so that one elected leader issues for every node",
+				"key", name, "coordinator", kind, "bound_file", path)
+		}
+		env.Logger.Info("monotonic key ready (single node: bound in the data directory)", "key", name, "form", form, "bound_file", path, "witness", nw.w.String())
 		return &monotonicKey{src: f, form: form, file: f, clk: env.Clock}, nil
+	}
+	// A bound file left by this key's single-node days is a floor: the
+	// witness holds it too, unless the file predates the witness.
+	floor, err := monotonic.ReadBoundFile(path)
+	if err != nil {
+		return nil, err
 	}
 	ttl, _ := intOption(k, "ttl", 5, 2, 3600)
 	peerListen := k.Options["peer_listen"]
@@ -198,14 +240,69 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 	e, err := monotonic.NewEtcd(monotonic.EtcdConfig{
 		Client: mc.cli, Prefix: prefix + sanitize(name) + "/", Name: name, Form: form, Window: window, TimeWindow: twindow,
 		TTL: time.Duration(ttl) * time.Second, Advertise: mc.addr, Forward: mc.peers, NodeName: nodeName(), Clock: env.Clock,
-		Logger: env.Logger.With("key", name),
+		Logger: env.Logger.With("key", name), Witness: nw.w, Space: space, Floor: floor,
 	})
 	if err != nil {
 		return nil, err
 	}
 	mc.peers.Add(name, e)
-	env.Logger.Info("monotonic key ready (cluster)", "key", name, "form", form, "etcd", strings.Join(hosts, ","), "prefix", prefix, "peer", mc.addr)
+	env.Logger.Info("monotonic key ready (cluster)", "key", name, "form", form, "etcd", strings.Join(hosts, ","), "prefix", prefix, "peer", mc.addr,
+		"witness", nw.w.String(), "floor", floor)
 	return &monotonicKey{src: e, form: form, etcd: e, peers: mc.peers, name: name, clk: env.Clock}, nil
+}
+
+// monotonicBoundPath is the bound file of a single-node monotonic key.
+func monotonicBoundPath(dataDir, key string) string {
+	return filepath.Join(dataDir, "monotonic-"+sanitize(key)+".bound")
+}
+
+// SeededMark is one witness's mark of a key after SeedMonotonic.
+type SeededMark struct {
+	Witness string `json:"witness"` // "data directory /srv/idmint", "etcd 10.0.0.1:2379/idmint/app/marks/"
+	Before  int64  `json:"before"`
+	After   int64  `json:"after"` // at least the seed; more when the mark was above it
+}
+
+// SeedMonotonic raises the mark of the monotonic key in every witness a
+// node with cfg keeps (its data directory's, and the cluster's: cfg.Witness,
+// or the coordinator when it is etcd:// or zk://) to at least value: the
+// key's next source (a File opened, an Etcd leader elected) serves above
+// value. It never lowers a mark. It fails while a process (a running
+// idmint serve) holds the data directory's marks. logger may be nil.
+func SeedMonotonic(ctx context.Context, cfg *server.Config, logger *slog.Logger, key string, value int64) ([]SeededMark, error) {
+	if err := server.CheckName(key); err != nil {
+		return nil, err
+	}
+	if value < 0 {
+		return nil, fmt.Errorf("monotonic: seed %d is negative", value)
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	env := &server.Env{Config: cfg, Logger: logger, Clock: clock.NewReal()}
+	nw, err := openWitness(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer nw.Close(ctx)
+	ws := []witness.Witness{nw.local}
+	if nw.cluster != nil {
+		ws = append(ws, nw.cluster)
+	}
+	space := monotonic.WitnessSpace(key)
+	var out []SeededMark
+	for _, w := range ws {
+		before, err := w.Mark(ctx, space)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", w, err)
+		}
+		after, err := witness.Raise(ctx, w, space, value)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", w, err)
+		}
+		out = append(out, SeededMark{Witness: w.String(), Before: before, After: after})
+	}
+	return out, nil
 }
 
 // monotonicKey serves one monotonic key.
