@@ -515,7 +515,7 @@ func (t *Ticket) try(ctx context.Context, s *server, dst []int64) (int, error) {
 	if errors.Is(err, ErrWentBack) {
 		// Repair, not wait: move the server above everything served and
 		// ask once more.
-		if err = t.repair(actx, s, src, "answered below an ID it had given"); err == nil {
+		if err = t.repair(actx, s, src, "answered below an ID it had given", "", ""); err == nil {
 			floor = s.floor()
 			if k, err = src.tickets(actx, dst); err == nil {
 				err = s.accept(dst[:k], floor)
@@ -547,40 +547,46 @@ func (t *Ticket) target(ctx context.Context, s *server) (int64, error) {
 	return target, nil
 }
 
-// repair moves s above target and logs why.
+// repair moves s above target and logs why: once as a change of the
+// server when its identity changed (with both identities and values), or
+// as a server that went back when it answered at or below an ID it gave
+// this process.
 func (t *Ticket) repair(ctx context.Context, s *server, r interface {
 	raise(context.Context, int64) (int64, error)
-}, why string) error {
+}, why string, was, now string) error {
 	target, err := t.target(ctx, s)
 	if err != nil {
 		return err
 	}
-	if target <= 1 {
-		return nil
-	}
-	before, err := r.raise(ctx, target)
-	if err != nil {
-		return fmt.Errorf("ticket: %s: raise the counter to %d: %w", s.shown, target, err)
+	var before int64
+	if target > 1 {
+		if before, err = r.raise(ctx, target); err != nil {
+			return fmt.Errorf("ticket: %s: raise the counter to %d: %w", s.shown, target, err)
+		}
 	}
 	s.mu.Lock()
 	floor := s.max
-	back := before <= floor
+	back := target > 1 && before <= floor
 	if back {
 		s.wentBack++
 	}
 	s.mu.Unlock()
-	if back {
+	switch {
+	case was != now:
+		t.cfg.Logger.Warn("ticket: the server behind the URL changed (a failover or a restore?); moved it above the ceiling",
+			"server", s.shown, "was", was, "now", now, "next_was", before, "highest_given", floor, "raised_to", target, "went_back", back)
+	case back:
 		t.cfg.Logger.Warn("ticket: server went back below the witness: a failover or a restore? raised it above the ceiling",
 			"server", s.shown, "why", why, "next_was", before, "highest_given", floor, "raised_to", target)
 	}
 	return nil
 }
 
-// onConnect checks a new connection before its first ticket: a change of
-// the server's identity is logged, and after a failure, a change, or on
-// the first connection of this process the counter is moved above the
-// ceiling — the server behind the URL may be a promoted replica or a
-// restored backup that does not know the last IDs.
+// onConnect checks a new connection before its first ticket: after a
+// failure, a change of the server's identity, or on the first connection
+// of this process the counter is moved above the ceiling — the server
+// behind the URL may be a promoted replica or a restored backup that does
+// not know the last IDs.
 func (t *Ticket) onConnect(ctx context.Context, s *server, c conn) error {
 	id, _ := c.identity(ctx) // a hint only: "" when the server will not say
 	s.mu.Lock()
@@ -593,20 +599,16 @@ func (t *Ticket) onConnect(ctx context.Context, s *server, c conn) error {
 		s.swaps++
 	}
 	s.mu.Unlock()
-	if changed {
-		t.cfg.Logger.Warn("ticket: the server behind the URL changed (a failover or a restore?); moving it above the ceiling",
-			"server", s.shown, "was", prev, "now", id)
-	}
 	if trusted && !changed {
 		return nil
 	}
-	why := "first connection"
+	why, was := "first connection", id
 	if changed {
-		why = "server identity changed"
+		why, was = "server identity changed", prev
 	} else if prev != "" {
 		why = "new connection after a failure"
 	}
-	if err := t.repair(ctx, s, c, why); err != nil {
+	if err := t.repair(ctx, s, c, why, was, id); err != nil {
 		return err
 	}
 	s.mu.Lock()
