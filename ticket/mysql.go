@@ -71,7 +71,7 @@ func newMySQL(ctx context.Context, db *sqldb.DB, cfg Config, offset int, hook co
 			return err
 		}
 		if hook != nil {
-			return hook(ctx, mysqlConn{src, c})
+			return hook(ctx, newConn{src, sqldb.MySQL, c})
 		}
 		return nil
 	})
@@ -109,12 +109,8 @@ func (m *mysqlSource) tickets(ctx context.Context, dst []int64) (int, error) {
 func (m *mysqlSource) close() error { return m.pool.close() }
 
 // raise runs raiseOn on one of the pool's connections.
-func (m *mysqlSource) raise(ctx context.Context, atLeast int64) (before int64, err error) {
-	err = m.pool.with(ctx, func(c *sql.Conn) error {
-		before, err = m.raiseOn(ctx, c, atLeast)
-		return err
-	})
-	return before, err
+func (m *mysqlSource) raise(ctx context.Context, atLeast int64) (int64, error) {
+	return m.pool.raise(ctx, m, atLeast)
 }
 
 // raiseOn moves the table's auto-increment counter so that the next ID is
@@ -137,20 +133,6 @@ func (m *mysqlSource) raiseOn(ctx context.Context, c *sql.Conn, atLeast int64) (
 		return 0, fmt.Errorf("ticket: move %s's counter to %d: %w", m.table, next, err)
 	}
 	return before, nil
-}
-
-// mysqlConn is a new connection offered to the hook.
-type mysqlConn struct {
-	m *mysqlSource
-	c *sql.Conn
-}
-
-func (x mysqlConn) identity(ctx context.Context) (string, error) {
-	return sqldb.Identity(ctx, sqldb.MySQL, x.c)
-}
-
-func (x mysqlConn) raise(ctx context.Context, atLeast int64) (int64, error) {
-	return x.m.raiseOn(ctx, x.c, atLeast)
 }
 
 // firstAtLeast returns the smallest v >= atLeast with v = offset (mod step).

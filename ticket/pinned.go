@@ -81,3 +81,31 @@ func (p *pinned) close() error {
 	p.drain()
 	return p.db.Close()
 }
+
+// raiserOn is a source that can move its server's counter on one
+// connection (mysqlSource, pgSource).
+type raiserOn interface {
+	raiseOn(ctx context.Context, c *sql.Conn, atLeast int64) (before int64, err error)
+}
+
+// raise runs r.raiseOn on one of the pool's connections.
+func (p *pinned) raise(ctx context.Context, r raiserOn, atLeast int64) (before int64, err error) {
+	err = p.with(ctx, func(c *sql.Conn) error {
+		before, err = r.raiseOn(ctx, c, atLeast)
+		return err
+	})
+	return before, err
+}
+
+// newConn is a new connection of a SQL source, offered to the connHook.
+type newConn struct {
+	r raiserOn
+	d sqldb.Dialect
+	c *sql.Conn
+}
+
+func (x newConn) identity(ctx context.Context) (string, error) { return sqldb.Identity(ctx, x.d, x.c) }
+
+func (x newConn) raise(ctx context.Context, atLeast int64) (int64, error) {
+	return x.r.raiseOn(ctx, x.c, atLeast)
+}

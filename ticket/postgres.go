@@ -63,7 +63,7 @@ func newPostgres(ctx context.Context, db *sqldb.DB, cfg Config, offset int, hook
 			return err
 		}
 		if hook != nil {
-			return hook(ctx, pgConn{src, c})
+			return hook(ctx, newConn{src, sqldb.Postgres, c})
 		}
 		return nil
 	})
@@ -110,12 +110,8 @@ func (p *pgSource) tickets(ctx context.Context, dst []int64) (int, error) {
 func (p *pgSource) close() error { return p.pool.close() }
 
 // raise runs raiseOn on one of the pool's connections.
-func (p *pgSource) raise(ctx context.Context, atLeast int64) (before int64, err error) {
-	err = p.pool.with(ctx, func(c *sql.Conn) error {
-		before, err = p.raiseOn(ctx, c, atLeast)
-		return err
-	})
-	return before, err
+func (p *pgSource) raise(ctx context.Context, atLeast int64) (int64, error) {
+	return p.pool.raise(ctx, p, atLeast)
 }
 
 // raiseOn moves the sequence so that its next value is the first of the
@@ -154,18 +150,4 @@ func (p *pgSource) raiseOn(ctx context.Context, c *sql.Conn, atLeast int64) (int
 		return 0, fmt.Errorf("ticket: move sequence %s to %d: %w", p.seq, next, err)
 	}
 	return before, nil
-}
-
-// pgConn is a new connection offered to the hook.
-type pgConn struct {
-	p *pgSource
-	c *sql.Conn
-}
-
-func (x pgConn) identity(ctx context.Context) (string, error) {
-	return sqldb.Identity(ctx, sqldb.Postgres, x.c)
-}
-
-func (x pgConn) raise(ctx context.Context, atLeast int64) (int64, error) {
-	return x.p.raiseOn(ctx, x.c, atLeast)
 }

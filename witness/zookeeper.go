@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/idmint/idmint/internal/ctxcall"
 )
 
 // ZooKeeper keeps marks in ZooKeeper, one znode per space under a root,
@@ -32,23 +34,6 @@ func (z *ZooKeeper) node(space string) string {
 	return z.root + "/" + strings.ReplaceAll(url.PathEscape(space), "/", "%2F")
 }
 
-// zkCall runs f, giving up when ctx ends (go-zookeeper takes no context).
-func zkCall[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	type res struct {
-		v   T
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() { v, err := f(); ch <- res{v, err} }()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-}
-
 type zkData struct {
 	v       int64
 	version int32
@@ -57,7 +42,7 @@ type zkData struct {
 
 func (z *ZooKeeper) get(ctx context.Context, space string) (zkData, error) {
 	n := z.node(space)
-	return zkCall(ctx, func() (zkData, error) {
+	return ctxcall.Do(ctx, func() (zkData, error) {
 		b, st, err := z.conn.Get(n)
 		if errors.Is(err, zk.ErrNoNode) {
 			return zkData{}, nil
@@ -88,7 +73,7 @@ func (z *ZooKeeper) ensureRoot(ctx context.Context) error {
 	p := ""
 	for _, part := range strings.Split(strings.TrimPrefix(z.root, "/"), "/") {
 		p = path.Join("/", p, part)
-		_, err := zkCall(ctx, func() (string, error) { return z.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)) })
+		_, err := ctxcall.Do(ctx, func() (string, error) { return z.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)) })
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("witness: zookeeper: create %s: %w", p, err)
 		}
@@ -116,9 +101,9 @@ func (z *ZooKeeper) Claim(ctx context.Context, space string, from, to int64) (in
 			return to, true, nil
 		}
 		if d.exists {
-			_, err = zkCall(ctx, func() (*zk.Stat, error) { return z.conn.Set(n, val, d.version) })
+			_, err = ctxcall.Do(ctx, func() (*zk.Stat, error) { return z.conn.Set(n, val, d.version) })
 		} else {
-			_, err = zkCall(ctx, func() (string, error) { return z.conn.Create(n, val, 0, zk.WorldACL(zk.PermAll)) })
+			_, err = ctxcall.Do(ctx, func() (string, error) { return z.conn.Create(n, val, 0, zk.WorldACL(zk.PermAll)) })
 			if errors.Is(err, zk.ErrNoNode) {
 				if err = z.ensureRoot(ctx); err == nil {
 					continue

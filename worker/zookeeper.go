@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/idmint/idmint/internal/ctxcall"
 )
 
 // zkAssigner grants worker IDs the way Meituan Leaf's snowflake mode does
@@ -160,24 +162,6 @@ func (a *zkAssigner) ensure(p string) error {
 	return nil
 }
 
-// call runs f, giving up when ctx is done: the client has no contexts, and
-// blocks while the ensemble is unreachable.
-func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	type res struct {
-		v   T
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() { v, err := f(); ch <- res{v, err} }()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-}
-
 func (a *zkAssigner) Acquire(ctx context.Context, max int64) (*Lease, error) {
 	if max < 0 {
 		return nil, fmt.Errorf("%w: max worker id %d is negative", ErrBadOption, max)
@@ -192,7 +176,7 @@ func (a *zkAssigner) Acquire(ctx context.Context, max int64) (*Lease, error) {
 		abandoned bool
 		late      *Lease
 	)
-	l, err := call(ctx, func() (*Lease, error) {
+	l, err := ctxcall.Do(ctx, func() (*Lease, error) {
 		l, err := a.acquire(max)
 		mu.Lock()
 		defer mu.Unlock()
@@ -366,7 +350,7 @@ func (a *zkAssigner) lock(lock string, seq int64) error {
 func (a *zkAssigner) List(ctx context.Context) ([]Holder, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.s.timeout)
 	defer cancel()
-	return call(ctx, func() ([]Holder, error) {
+	return ctxcall.Do(ctx, func() ([]Holder, error) {
 		kids, _, err := a.conn.Children(a.forever())
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
@@ -460,7 +444,7 @@ func (b *zkBackend) write(ts int64) error {
 // keepalive is Leaf's 3-second report: the timestamp becomes the larger of
 // the recorded horizon and now.
 func (b *zkBackend) keepalive(ctx context.Context) error {
-	_, err := call(ctx, func() (struct{}, error) {
+	_, err := ctxcall.Do(ctx, func() (struct{}, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return struct{}{}, b.write(max(b.ep.Timestamp, b.a.s.clock.Now().UnixMilli()))
@@ -473,7 +457,7 @@ func (b *zkBackend) store(ctx context.Context, until time.Time) (time.Time, erro
 	if time.UnixMilli(ms).Before(until) {
 		ms++ // round up: the horizon may only be over-stated
 	}
-	return call(ctx, func() (time.Time, error) {
+	return ctxcall.Do(ctx, func() (time.Time, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if ms <= b.ep.Timestamp {
@@ -491,7 +475,7 @@ func (b *zkBackend) lower(ctx context.Context, last time.Time) (time.Time, error
 	if time.UnixMilli(ms).Before(last) {
 		ms++ // round up: the horizon may only be over-stated
 	}
-	return call(ctx, func() (time.Time, error) {
+	return ctxcall.Do(ctx, func() (time.Time, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if err := b.write(ms); err != nil {
@@ -517,7 +501,7 @@ func (b *zkBackend) storeConfirms() bool { return true }
 // before issuing past the horizon recorded under its own claim.
 func (b *zkBackend) release(ctx context.Context) error {
 	defer b.a.unhold(b.seq)
-	_, err := call(ctx, func() (struct{}, error) {
+	_, err := ctxcall.Do(ctx, func() (struct{}, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if !b.ours() {
