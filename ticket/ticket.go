@@ -583,8 +583,9 @@ func (t *Ticket) repair(ctx context.Context, s *server, r interface {
 }
 
 // onConnect checks a new connection before its first ticket: after a
-// failure, a change of the server's identity, or on the first connection
-// of this process the counter is moved above the ceiling — the server
+// failure, a change of the server's identity (or on every new connection
+// when the server does not tell it), or on the first connection of this
+// process the counter is moved above the ceiling — the server
 // behind the URL may be a promoted replica or a restored backup that does
 // not know the last IDs.
 func (t *Ticket) onConnect(ctx context.Context, s *server, c conn) error {
@@ -599,7 +600,9 @@ func (t *Ticket) onConnect(ctx context.Context, s *server, c conn) error {
 		s.swaps++
 	}
 	s.mu.Unlock()
-	if trusted && !changed {
+	// A server that will not say who it is could be a promoted replica
+	// behind any new connection: repair then too.
+	if trusted && !changed && id != "" {
 		return nil
 	}
 	why, was := "first connection", id

@@ -15,6 +15,7 @@ type counter struct {
 	mu   sync.Mutex
 	next int64
 	step int64
+	id   string // the server's identity; "" when it will not say
 }
 
 // nodeConn is one node's connections to a counter: fresh until the hook
@@ -56,22 +57,34 @@ func (n *nodeConn) raise(_ context.Context, atLeast int64) (int64, error) {
 	return before, nil
 }
 
-func (n *nodeConn) identity(context.Context) (string, error) { return "", nil }
+func (n *nodeConn) identity(context.Context) (string, error) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	return n.c.id, nil
+}
 func (n *nodeConn) close() error                             { return nil }
 
 // TestWitnessFailover: three nodes share two ticket servers and a
 // witness. Both servers fail over to replicas that lost their last 300
-// tickets; every node's connections break, and one node restarts with no
-// memory. No ticket is issued twice, and nobody waits for the counters to
-// climb back.
+// tickets; every node opens new connections without seeing an error, and
+// one node restarts with no memory. No ticket is issued twice, and nobody
+// waits for the counters to climb back: the new connections repair the
+// servers because the servers' identities changed, or because they do not
+// tell them.
 func TestWitnessFailover(t *testing.T) {
+	for _, ids := range [][2]string{{"", ""}, {"primary", "replica"}} {
+		t.Run("identity="+ids[0]+"->"+ids[1], func(t *testing.T) { testWitnessFailover(t, ids[0], ids[1]) })
+	}
+}
+
+func testWitnessFailover(t *testing.T, before, after string) {
 	ctx := context.Background()
 	w, err := witness.OpenFile(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	ctrs := []*counter{{next: 1, step: 2}, {next: 2, step: 2}}
+	ctrs := []*counter{{next: 1, step: 2, id: before}, {next: 2, step: 2, id: before}}
 	var conns [][]*nodeConn // per node
 	openNode := func() *Ticket {
 		var mine []*nodeConn
@@ -115,6 +128,7 @@ func TestWitnessFailover(t *testing.T) {
 	for _, c := range ctrs { // the failover: each replica is 300 tickets behind
 		c.mu.Lock()
 		c.next -= 300 * c.step
+		c.id = after
 		c.mu.Unlock()
 	}
 	for _, cs := range conns { // every connection broke
