@@ -146,6 +146,9 @@ func runFailover(t *testing.T, kind testserver.Kind, strategy string, witnessDB 
 	if testing.Short() {
 		t.Skip("runs a database, its replica and four idmint processes")
 	}
+	// Each scenario has its own database, replica and etcd prefix; they
+	// mostly wait (kills, promotion), so they share the package's time.
+	t.Parallel()
 	etcd := testserver.Addr(t, testserver.Etcd)
 	primary := testserver.Start(t, kind)
 	replica := testserver.StartReplica(t, primary)
