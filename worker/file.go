@@ -96,7 +96,7 @@ func claimFile(path string, s settings, adjust func(st *fileState, fresh bool) e
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, st, fmt.Errorf("worker: file: %w", err)
 	}
-	lk, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	lk, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, st, fmt.Errorf("worker: file: %w", err)
 	}
@@ -230,7 +230,7 @@ func writeFileState(path string, st fileState) error {
 		return fmt.Errorf("worker: file: %w", err)
 	}
 	tmp := path + ".tmp"
-	w, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	w, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("worker: file: %w", err)
 	}

@@ -26,3 +26,9 @@ func tryLock(f *os.File) (bool, error) {
 		return false, err
 	}
 }
+
+// privateFiles makes every file the server creates from now on (SQLite's
+// journals, the worker file, the marks log) readable by its owner only,
+// whatever the caller's umask: the data directory holds tokens, leases and
+// the segment store.
+func privateFiles() { syscall.Umask(0o077) }

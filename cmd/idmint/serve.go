@@ -80,6 +80,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if pct, set := serveGC(e.getenv); set {
 		log.Debug("garbage collector", "gogc", pct, "why", "GOGC is not set")
 	}
+	privateFiles()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
