@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/monotonic"
 	"github.com/idmint/idmint/server/strategies"
 )
@@ -78,10 +79,10 @@ func runLeaders(ctx context.Context, e *env, args []string) error {
 		if l.LeaseLeft > 0 {
 			left = l.LeaseLeft.String()
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", l.Key, leader, node, stamp(l.Since), left, l.Candidates, l.Bound)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", idtext.Printable(l.Key), idtext.Printable(leader), idtext.Printable(node), stamp(l.Since), left, l.Candidates, l.Bound)
 	}
 	if len(ls) == 0 {
-		fmt.Fprintf(w, "(no monotonic keys under %s)\n", *prefix)
+		fmt.Fprintf(w, "(no monotonic keys under %s)\n", idtext.Printable(*prefix))
 	}
 	return w.Flush()
 }

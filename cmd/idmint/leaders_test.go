@@ -73,3 +73,35 @@ func TestLeadersList(t *testing.T) {
 		t.Fatalf("empty prefix: exit %d:\n%s", code, out)
 	}
 }
+
+// TestLeadersEscapesTerminalCodes: an election value written by anyone
+// with access to etcd (here a node name holding escape sequences that
+// retitle and clear a terminal) is printed quoted, never raw.
+func TestLeadersEscapesTerminalCodes(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Etcd)
+	parent := "/" + testserver.Prefix(t) + "/"
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	evil := "node\x1b]0;owned\x07\x1b[2J"
+	src, err := monotonic.NewEtcd(monotonic.EtcdConfig{Client: cli, Prefix: parent + "orders/", Name: "orders", TTL: 2 * time.Second,
+		Advertise: "10.1.2.3:7070", NodeName: evil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var out string
+	testserver.Eventually(t, "idmint leaders to show the leader", 15*time.Second, func() bool {
+		var code int
+		code, out, _ = runCLI(t, "leaders", "--etcd", addr, "--prefix", parent)
+		return code == 0 && strings.Contains(out, "10.1.2.3:7070")
+	})
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Fatalf("leaders printed terminal control characters raw: %q", out)
+	}
+	if !strings.Contains(out, `\x1b]0;owned`) {
+		t.Fatalf("leaders output does not show the escaped node name: %q", out)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/worker"
 )
 
@@ -51,7 +52,7 @@ func runWorkers(ctx context.Context, e *env, args []string) error {
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tLIVE\tGENERATION\tHOLDER\tSINCE\tHORIZON")
 	for _, h := range hs {
-		fmt.Fprintf(w, "%d\t%v\t%d\t%s\t%s\t%s\n", h.ID, h.Live, h.Generation, h.Holder, stamp(h.Since), stamp(h.Horizon))
+		fmt.Fprintf(w, "%d\t%v\t%d\t%s\t%s\t%s\n", h.ID, h.Live, h.Generation, idtext.Printable(h.Holder), stamp(h.Since), stamp(h.Horizon))
 	}
 	if len(hs) == 0 {
 		fmt.Fprintln(w, "(no worker IDs recorded)")

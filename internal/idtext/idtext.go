@@ -4,7 +4,13 @@
 // way everywhere.
 package idtext
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // Quote renders untrusted input for an error message: Go-quoted, cut to its
 // first 64 bytes followed by "..." when longer.
@@ -13,6 +19,18 @@ func Quote(s string) string {
 		return fmt.Sprintf("%q...", s[:64])
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// Printable renders a value read from elsewhere (a coordinator's record,
+// a holder name) for a terminal table: as it is when it is valid UTF-8
+// without control characters, Go-quoted otherwise, so that escape
+// sequences and tabs cannot retitle, clear or recolour the terminal or
+// shift a table's columns.
+func Printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // Unhex returns the value of the hex digit c (either case) and whether c is

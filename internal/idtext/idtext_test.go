@@ -58,3 +58,17 @@ func FuzzDecodeHex(f *testing.F) {
 		}
 	})
 }
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"node-1:7070":             "node-1:7070",
+		"ünïcode":                 "ünïcode",
+		"\x1b]0;owned\x07\x1b[2J": `"\x1b]0;owned\a\x1b[2J"`,
+		"a\tb":                    `"a\tb"`,
+		"bad\xffutf8":             `"bad\xffutf8"`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %s; want %s", in, got, want)
+		}
+	}
+}
