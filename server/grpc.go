@@ -58,6 +58,7 @@ const (
 	GRPCMaxStreamBatch    = 1000
 	GRPCMaxConnIdle       = 5 * time.Minute
 	GRPCMaxConns          = 1024 // connections Serve accepts at once
+	AdminMaxConns         = 256  // connections the admin listener holds at once
 )
 
 type grpcIDs struct {

@@ -425,8 +425,9 @@ type Listeners struct {
 	HTTP, GRPC, Admin net.Listener
 }
 
-// Serve serves Handler on l.HTTP (TLS when the config names a certificate),
-// the gRPC service on l.GRPC and AdminHandler on l.Admin, until ctx is done.
+// Serve serves Handler on l.HTTP, the gRPC service on l.GRPC and
+// AdminHandler on l.Admin (each with TLS when the config names a
+// certificate), until ctx is done.
 // Then it stops accepting, waits for in-flight requests and streams (up to
 // ShutdownTimeout) and closes the server, which releases leases with their
 // horizon recorded.
@@ -451,8 +452,17 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 	}()
 	var adm *http.Server
 	if l.Admin != nil {
+		// The admin listener carries the admin token: TLS whenever the
+		// public listener has it, and a cap on connections like the others.
 		adm = s.HTTPServer(s.AdminHandler())
-		go func() { errc <- adm.Serve(l.Admin) }()
+		admLn := newLimitListener(l.Admin, AdminMaxConns)
+		go func() {
+			if s.cfg.TLS.CertFile != "" {
+				errc <- adm.ServeTLS(admLn, s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
+				return
+			}
+			errc <- adm.Serve(admLn)
+		}()
 	}
 	var gs *grpc.Server
 	if l.GRPC != nil {

@@ -289,7 +289,7 @@ func printBanner(w io.Writer, cfg *server.Config, srv *server.Server, ls server.
 		fmt.Fprintf(w, "idmint: grpc on %s (service idmint.v1.IDs)\n", ls.GRPC.Addr())
 	}
 	if ls.Admin != nil {
-		fmt.Fprintf(w, "idmint: admin (pprof, metrics) on http://%s\n", ls.Admin.Addr())
+		fmt.Fprintf(w, "idmint: admin (pprof, metrics) on %s://%s\n", scheme, ls.Admin.Addr())
 	}
 	dir, _ := filepath.Abs(cfg.DataDir)
 	fmt.Fprintf(w, "idmint: data directory %s\n", dir)
