@@ -186,6 +186,10 @@ type UIKey struct {
 	keyView
 	Issued  int64              `json:"issued"`
 	History [][2]int64         `json:"history"` // [unix ms, issued], oldest first
+	// VolumeHidden is set for keys whose IDs exist to hide how many were
+	// issued (order numbers): Issued is 0 and History empty for them, as
+	// /metrics leaves them out.
+	VolumeHidden bool `json:"volume_hidden,omitempty"`
 	Stats   map[string]float64 `json:"stats,omitempty"`
 	Segment *UISegment         `json:"segment,omitempty"`
 }
@@ -226,10 +230,12 @@ func statMap(st []Stat) map[string]float64 {
 	return m
 }
 
-// issuedCount reads a key's idmint_ids_issued_total.
+// issuedCount reads a key's idmint_ids_issued_total; 0 for a key that
+// hides its volume (the one rule: key.hides, which /metrics, the request
+// metrics and the dashboard all follow).
 func issuedCount(k *key) int64 {
 	var m dto.Metric
-	if k.issued == nil || k.issued.Write(&m) != nil {
+	if k.hides || k.issued == nil || k.issued.Write(&m) != nil {
 		return 0
 	}
 	return int64(m.GetCounter().GetValue())
@@ -347,7 +353,9 @@ func (s *Server) uiSnapshot(r *http.Request) UIState {
 	wg.Wait()
 	issued := make(map[string]int64, len(names))
 	for _, k := range out.Keys {
-		issued[k.Name] = k.Issued
+		if !k.VolumeHidden {
+			issued[k.Name] = k.Issued
+		}
 	}
 	hist := s.ui.history(s.clk.Mono(), out.Now.UnixMilli(), issued)
 	for i := range out.Keys {
@@ -368,7 +376,7 @@ func (s *Server) uiSnapshot(r *http.Request) UIState {
 func (s *Server) uiKey(r *http.Request, k *key) UIKey {
 	ctx, cancel := context.WithTimeout(r.Context(), viewReadyTimeout)
 	defer cancel()
-	u := UIKey{keyView: s.view(r.WithContext(ctx), k), Issued: issuedCount(k)}
+	u := UIKey{keyView: s.view(r.WithContext(ctx), k), Issued: issuedCount(k), VolumeHidden: k.hides}
 	u.Options = nil // shown on /v1/keys; the dashboard has no use for them
 	if sr, ok := k.issuer.(StatsReporter); ok {
 		u.Stats = statMap(sr.Stats())

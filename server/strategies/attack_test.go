@@ -339,3 +339,37 @@ func TestAttackMetricsHideOrderVolume(t *testing.T) {
 		t.Errorf("/metrics changed while only order numbers were issued:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// The dashboard's state must not reveal order-number volume either: it
+// read the counter /metrics leaves out ("issued": 50 after 50 numbers).
+func TestAttackDashboardHidesOrderVolume(t *testing.T) {
+	t.Parallel()
+	_, h := serveWith(t, map[string]server.KeyConfig{
+		"orderno": {Strategy: "ordernum", Options: map[string]string{"format": "length=16", "key": orderKey1}},
+	}, setup{})
+	for range 50 {
+		if code, body := get(t, h, "GET", "/v1/keys/orderno/ids", ""); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	code, body := get(t, h, "GET", "/ui/api/state", "")
+	if code != 200 {
+		t.Fatalf("/ui/api/state: %d %s", code, body)
+	}
+	var st struct {
+		Keys []struct {
+			Name         string
+			Issued       int64
+			History      [][2]int64
+			VolumeHidden bool `json:"volume_hidden"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range st.Keys {
+		if k.Name == "orderno" && (k.Issued != 0 || len(k.History) != 0 || !k.VolumeHidden) {
+			t.Fatalf("the dashboard shows an order-number key's volume: issued %d, history %v, hidden %v", k.Issued, k.History, k.VolumeHidden)
+		}
+	}
+}

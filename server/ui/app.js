@@ -137,14 +137,14 @@
 
     const n = fill("keys", (tb) => {
       for (const k of keys) {
-        const rs = rates(k.history, nowMs, k.issued);
+        const rs = k.volume_hidden ? [] : rates(k.history, nowMs, k.issued);
         const now = rs.length ? rs[rs.length - 1][1] : null;
         row(tb, [
           { text: k.name, field: "name" },
           { text: k.strategy + (k.layout ? " (" + k.layout + ")" : ""), field: "strategy" },
           { node: yesNo(k.ready), field: "ready" },
-          { text: fmtNum(k.issued), cls: "num", field: "issued" },
-          { text: fmtRate(now), cls: "num", field: "rate" },
+          { text: k.volume_hidden ? "hidden" : fmtNum(k.issued), cls: "num", field: "issued" },
+          { text: k.volume_hidden ? "hidden" : fmtRate(now), cls: "num", field: "rate" },
           { node: spark(rs, nowMs, windowMs, st.sample_every_ms), field: "chart" },
         ], { "data-key": k.name });
       }
