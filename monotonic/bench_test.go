@@ -45,7 +45,7 @@ func BenchmarkEtcdFollowerSingle(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer e.Close()
-		p.Add("k", e)
+		p.Add("k", e, nil)
 		nodes = append(nodes, e)
 	}
 	testserver.Eventually(b, "a leader", 10*time.Second, func() bool {

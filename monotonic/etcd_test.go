@@ -56,7 +56,7 @@ func startNode(t *testing.T, addr, prefix string, cfg EtcdConfig) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.src.Close() })
-	n.peers.Add("k", n.src)
+	n.peers.Add("k", n.src, nil)
 	return n
 }
 

@@ -34,7 +34,14 @@ type Peers struct {
 	token  string // "": no authentication
 
 	mu      sync.RWMutex
-	sources map[string]*Etcd
+	sources map[string]peerSource
+}
+
+// peerSource is one source served to peers, with the token forwarded
+// requests for it must carry when the Peers has no secret of its own.
+type peerSource struct {
+	e     *Etcd
+	token string
 }
 
 const peerPath = "/idmint-monotonic/v1/next"
@@ -53,10 +60,19 @@ func WithSecret(secret []byte) PeerOption {
 			p.token = ""
 			return
 		}
-		m := hmac.New(sha256.New, secret)
-		m.Write([]byte("idmint monotonic peer v1"))
-		p.token = hex.EncodeToString(m.Sum(nil))
+		p.token = peerToken(secret, "")
 	}
+}
+
+// peerToken is what travels for a secret: HMAC-SHA256(secret, "idmint
+// monotonic peer v1" + name), name "" for a node-wide secret.
+func peerToken(secret []byte, name string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("idmint monotonic peer v1"))
+	if name != "" {
+		m.Write([]byte("\x00" + name))
+	}
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // ListenPeers listens on addr (host:port; port 0 picks one) and serves the
@@ -66,7 +82,7 @@ func ListenPeers(addr string, opts ...PeerOption) (*Peers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("monotonic: peer listener: %w", err)
 	}
-	p := &Peers{ln: ln, sources: map[string]*Etcd{}}
+	p := &Peers{ln: ln, sources: map[string]peerSource{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -85,11 +101,30 @@ func ListenPeers(addr string, opts ...PeerOption) (*Peers, error) {
 // Addr returns the address listened on.
 func (p *Peers) Addr() string { return p.ln.Addr().String() }
 
-// Add serves e to peers under name.
-func (p *Peers) Add(name string, e *Etcd) {
+// Add serves e to peers under name. secret authenticates forwarded
+// requests for it when the Peers has none of its own (WithSecret): every
+// node must give the same (the server derives it from the key's tokens,
+// so that a key with tokens is never served to a peer that cannot prove
+// it knows them). An empty secret, with no WithSecret, leaves the source
+// unauthenticated.
+func (p *Peers) Add(name string, e *Etcd, secret []byte) {
+	ps := peerSource{e: e}
+	if p.token == "" && len(secret) > 0 {
+		ps.token = peerToken(secret, name)
+	}
 	p.mu.Lock()
-	p.sources[name] = e
+	p.sources[name] = ps
 	p.mu.Unlock()
+}
+
+// tokenFor is the token requests for name carry and must carry.
+func (p *Peers) tokenFor(name string) string {
+	if p.token != "" {
+		return p.token
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.sources[name].token
 }
 
 // Remove stops serving name.
@@ -104,22 +139,22 @@ func (p *Peers) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method must be POST", http.StatusMethodNotAllowed)
 		return
 	}
-	if p.token != "" {
+	q := r.URL.Query()
+	name := q.Get("name")
+	if want := p.tokenFor(name); want != "" {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) != 1 {
-			http.Error(w, "peer token missing or wrong: every node needs the same secret (admin_token)", http.StatusUnauthorized)
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			http.Error(w, "peer token missing or wrong: every node needs the same secret (admin_token, or the key's tokens)", http.StatusUnauthorized)
 			return
 		}
 	}
-	q := r.URL.Query()
-	name := q.Get("name")
 	n, err := strconv.ParseInt(q.Get("n"), 10, 64)
 	if err != nil || n < 1 || n > MaxCount {
 		http.Error(w, fmt.Sprintf("n %q must be 1..%d", trunc(q.Get("n")), MaxCount), http.StatusBadRequest)
 		return
 	}
 	p.mu.RLock()
-	e := p.sources[name]
+	e := p.sources[name].e
 	p.mu.RUnlock()
 	if e == nil {
 		http.Error(w, fmt.Sprintf("no monotonic source %q", trunc(name)), http.StatusNotFound)
@@ -145,8 +180,8 @@ func (p *Peers) Forward(ctx context.Context, addr, name string, n int64) (int64,
 	if err != nil {
 		return 0, fmt.Errorf("monotonic: forward to %s: %w", addr, err)
 	}
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
+	if tok := p.tokenFor(name); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -168,7 +203,7 @@ func (p *Peers) Forward(ctx context.Context, addr, name string, n int64) (int64,
 	case http.StatusServiceUnavailable:
 		return 0, fmt.Errorf("%w: %s answered: %s", ErrFenced, addr, trunc(body))
 	case http.StatusUnauthorized:
-		return 0, fmt.Errorf("monotonic: forward to %s: the leader refused this node's peer token: every node needs the same secret (admin_token)", addr)
+		return 0, fmt.Errorf("monotonic: forward to %s: the leader refused this node's peer token: every node needs the same secret (admin_token, or the key's tokens)", addr)
 	default:
 		return 0, fmt.Errorf("monotonic: forward to %s: status %d: %s", addr, resp.StatusCode, trunc(body))
 	}

@@ -51,3 +51,49 @@ func TestPeersSecret(t *testing.T) {
 		t.Fatalf("the raw secret as token: status %d, want 401", resp.StatusCode)
 	}
 }
+
+// TestPeersKeySecret: without a node-wide secret (no admin_token), a key
+// whose forwarding secret is derived from its tokens is served only to
+// peers that know them; a plain request with no token is refused.
+func TestPeersKeySecret(t *testing.T) {
+	t.Parallel()
+	listen := func(secret string) *Peers {
+		t.Helper()
+		p, err := ListenPeers("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		var s []byte
+		if secret != "" {
+			s = []byte(secret)
+		}
+		p.Add("k", nil, s) // registered, no source behind it: past authentication means "no monotonic source"
+		return p
+	}
+	leader := listen("order-service-token-123")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name   string
+		from   *Peers
+		reason string
+	}{
+		{"same tokens", listen("order-service-token-123"), "no monotonic source"},
+		{"other tokens", listen("someone-else-entirely"), "refused this node's peer token"},
+		{"no tokens", listen(""), "refused this node's peer token"},
+	} {
+		_, err := tc.from.Forward(ctx, leader.Addr(), "k", 1)
+		if err == nil || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.reason)
+		}
+	}
+	resp, err := http.Post("http://"+leader.Addr()+"/idmint-monotonic/v1/next?name=k&n=1", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a request with no token for a key with tokens: %d; want 401", resp.StatusCode)
+	}
+}

@@ -184,14 +184,14 @@ type UIState struct {
 // same as /metrics shows.
 type UIKey struct {
 	keyView
-	Issued  int64              `json:"issued"`
-	History [][2]int64         `json:"history"` // [unix ms, issued], oldest first
+	Issued  int64      `json:"issued"`
+	History [][2]int64 `json:"history"` // [unix ms, issued], oldest first
 	// VolumeHidden is set for keys whose IDs exist to hide how many were
 	// issued (order numbers): Issued is 0 and History empty for them, as
 	// /metrics leaves them out.
-	VolumeHidden bool `json:"volume_hidden,omitempty"`
-	Stats   map[string]float64 `json:"stats,omitempty"`
-	Segment *UISegment         `json:"segment,omitempty"`
+	VolumeHidden bool               `json:"volume_hidden,omitempty"`
+	Stats        map[string]float64 `json:"stats,omitempty"`
+	Segment      *UISegment         `json:"segment,omitempty"`
 }
 
 // UISegment is a segment key's double buffer.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -245,10 +246,24 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 	if err != nil {
 		return nil, err
 	}
-	mc.peers.Add(name, e)
+	// Without admin_token a key with tokens is still never served to a
+	// peer that cannot prove it knows them: its forwarding secret is
+	// derived from them.
+	mc.peers.Add(name, e, tokensSecret(k.Tokens))
 	env.Logger.Info("monotonic key ready (cluster)", "key", name, "form", form, "etcd", strings.Join(hosts, ","), "prefix", prefix, "peer", mc.addr,
 		"witness", nw.w.String(), "floor", floor)
 	return &monotonicKey{src: e, form: form, etcd: e, peers: mc.peers, name: name, clk: env.Clock}, nil
+}
+
+// tokensSecret derives a key's forwarding secret from its tokens (every
+// node configures the same): nil when it has none.
+func tokensSecret(tokens []string) []byte {
+	if len(tokens) == 0 {
+		return nil
+	}
+	ts := append([]string(nil), tokens...)
+	sort.Strings(ts)
+	return []byte(strings.Join(ts, "\x00"))
 }
 
 // monotonicBoundPath is the bound file of a single-node monotonic key.

@@ -1,9 +1,15 @@
 package strategies
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 )
 
@@ -53,5 +59,35 @@ func TestMonotonicCoordinatorPrefix(t *testing.T) {
 		if strings.Join(hs, ",") != tc.hosts || p != tc.prefix {
 			t.Errorf("%s: %v %q, want %s %q", tc.url, hs, p, tc.hosts, tc.prefix)
 		}
+	}
+}
+
+// TestAttackMonotonicPeerNeedsKeyTokens: on a node without admin_token,
+// the forwarding endpoint of a monotonic key that has tokens answered 200
+// with IDs to a request that carried no token at all, while the public
+// route answered 401. It now refuses such a request.
+func TestAttackMonotonicPeerNeedsKeyTokens(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Etcd)
+	keys := map[string]server.KeyConfig{"tx": {Strategy: "monotonic", Tokens: []string{"tx-service-token-0123456789"}, Options: map[string]string{"ttl": "2"}}}
+	_, h, log := serveMono(t, keys, t.TempDir(), etcdCoordinator(t, addr, "peer"))
+	req := httptest.NewRequest("GET", "/v1/keys/tx/ids?count=1", nil)
+	req.Header.Set("Authorization", "Bearer tx-service-token-0123456789")
+	testserver.Eventually(t, "the key to answer its token", 20*time.Second, func() bool {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code == http.StatusOK
+	})
+	m := regexp.MustCompile(`peer=(127\.0\.0\.1:\d+)`).FindStringSubmatch(log.String())
+	if m == nil {
+		t.Fatalf("no peer address in the log:\n%s", log.String())
+	}
+	resp, err := http.Post("http://"+m[1]+"/idmint-monotonic/v1/next?name=tx&n=5", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the peer endpoint answered %d %q to a request without a token for a key with tokens; want 401", resp.StatusCode, body)
 	}
 }
