@@ -84,9 +84,9 @@ func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return http.StatusMethodNotAllowed
 	}
-	if st := s.adminAuth(r); st != 0 {
-		s.writeAuthError(w, st)
-		return st
+	if e := s.adminCheck(r); e != nil {
+		s.writeError(w, *e)
+		return e.status
 	}
 	if r.Method == http.MethodPost {
 		return s.createKeyHTTP(w, r)
@@ -194,9 +194,9 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPatch, http.MethodDelete) {
 		return http.StatusMethodNotAllowed
 	}
-	if st := s.adminAuth(r); st != 0 {
-		s.writeAuthError(w, st)
-		return st
+	if e := s.adminCheck(r); e != nil {
+		s.writeError(w, *e)
+		return e.status
 	}
 	name := r.PathValue("key")
 	if err := CheckName(name); err != nil {

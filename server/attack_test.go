@@ -161,6 +161,7 @@ func TestAttackPipelinedNonReaderHoldsNoLock(t *testing.T) {
 	call := func(method, path, body string) int {
 		t.Helper()
 		rq, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+		rq.Header.Set("Content-Type", "application/json")
 		resp, err := hc.Do(rq)
 		if err != nil {
 			t.Errorf("%s %s: %v", method, path, err)
@@ -374,4 +375,60 @@ func FuzzAttackRequests(f *testing.F) {
 			t.Fatalf("%s %s: IDs of a key with tokens without its token: %s", method, target, w.Body)
 		}
 	})
+}
+
+// A zero-config server (no admin token, loopback) trusts loopback: what a
+// web page can make the operator's browser send must not administer it.
+// Each of these used to create a key or answer the state (Chromium, a
+// page on another localhost port, fetch with mode no-cors; a DNS-rebinding
+// name resolving to 127.0.0.1).
+func TestAttackBrowserDrivesAdmin(t *testing.T) {
+	f := newFixture(t, nil)
+	create := `{"name":"csrf","strategy":"counter"}`
+	for _, tc := range []struct {
+		name   string
+		method string
+		target string
+		body   string
+		hdr    map[string]string
+		status int
+		field  string
+	}{
+		{"text/plain post (no-cors fetch)", "POST", "/v1/keys", create, map[string]string{"Content-Type": "text/plain;charset=UTF-8"}, 415, "Content-Type"},
+		{"form post", "POST", "/v1/keys", create, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "Content-Type"},
+		{"cross-site fetch", "POST", "/v1/keys", create, map[string]string{"Sec-Fetch-Site": "same-site"}, 403, "Sec-Fetch-Site"},
+		{"other origin", "POST", "/v1/keys", create, map[string]string{"Origin": "http://localhost:9999"}, 403, "Origin"},
+		{"DNS rebinding, list", "GET", "/v1/keys", "", map[string]string{"Host": "evil.example:8080"}, 403, "Host"},
+		{"DNS rebinding, state", "GET", "/ui/api/state", "", map[string]string{"Host": "evil.example"}, 403, "Host"},
+		{"DNS rebinding, create", "POST", "/v1/keys", create, map[string]string{"Host": "evil.example"}, 403, "Host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := do(f.h, req{method: tc.method, target: tc.target, body: tc.body, hdr: tc.hdr})
+			if w.Code != tc.status || !strings.Contains(w.Body.String(), `"field":"`+tc.field+`"`) {
+				t.Fatalf("%d %s; want %d naming %s", w.Code, w.Body, tc.status, tc.field)
+			}
+		})
+	}
+	if w := do(f.h, req{target: "/v1/keys/csrf"}); w.Code != 404 {
+		t.Fatalf("a refused request created the key: %d %s", w.Code, w.Body)
+	}
+	// What the operator's own tools send still works: curl by localhost
+	// or the loopback address, the dashboard from its own origin.
+	for _, hdr := range []map[string]string{
+		{"Host": "localhost:8080"},
+		{"Host": "127.0.0.1:8080", "Origin": "http://127.0.0.1:8080", "Sec-Fetch-Site": "same-origin"},
+		{"Host": "[::1]:8080"},
+	} {
+		if w := do(f.h, req{target: "/ui/api/state", hdr: hdr}); w.Code != 200 {
+			t.Errorf("state with %v: %d %s", hdr, w.Code, w.Body)
+		}
+	}
+	if w := do(f.h, req{method: "POST", target: "/v1/keys", body: create, hdr: map[string]string{"Host": "localhost"}}); w.Code != 201 {
+		t.Fatalf("JSON create by localhost: %d %s", w.Code, w.Body)
+	}
+	// With an admin token the token is the proof, whatever the name.
+	g := newFixture(t, func(c *Config) { c.AdminToken = adminTok })
+	if w := do(g.h, req{target: "/v1/keys", hdr: map[string]string{"Host": "idmint.internal", "Authorization": "Bearer " + adminTok}}); w.Code != 200 {
+		t.Fatalf("admin token under another name: %d %s", w.Code, w.Body)
+	}
 }

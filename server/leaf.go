@@ -348,9 +348,9 @@ func (s *Server) serveCache(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
-	if st := s.adminAuth(r); st != 0 {
-		s.writeAuthError(w, st)
-		return st
+	if e := s.adminCheck(r); e != nil {
+		s.writeError(w, *e)
+		return e.status
 	}
 	out := map[string]CacheView{}
 	if t := s.leafTracker(); t != nil {
@@ -403,9 +403,9 @@ func (s *Server) serveDB(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
-	if st := s.adminAuth(r); st != 0 {
-		s.writeAuthError(w, st)
-		return st
+	if e := s.adminCheck(r); e != nil {
+		s.writeError(w, *e)
+		return e.status
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

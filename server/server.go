@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -385,24 +387,83 @@ func (s *Server) AdminHandler() http.Handler {
 		// the page cannot send the token: with an admin token they are
 		// served to anyone reaching the listener (the page then asks for
 		// the token); without one, to loopback only, like the rest.
-		if st := s.adminAuth(r); st != 0 && !(len(s.adminToken) > 0 && uiPublic(r.URL.Path)) {
-			s.writeAuthError(w, st)
+		if e := s.adminCheck(r); e != nil && !(len(s.adminToken) > 0 && uiPublic(r.URL.Path)) {
+			s.writeError(w, *e)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// adminAuth returns 0 when r may administer: it carries the admin token,
-// or no admin token is configured and it comes from loopback.
-func (s *Server) adminAuth(r *http.Request) int {
-	if len(s.adminToken) == 0 {
-		if isLoopbackRemote(r) {
-			return 0
-		}
-		return http.StatusForbidden
+// adminCheck returns nil when r may administer: it carries the admin
+// token, or no admin token is configured and it comes from loopback (see
+// browserGuard). Otherwise it returns the refusal to write.
+func (s *Server) adminCheck(r *http.Request) *apiError {
+	st := 0
+	if len(s.adminToken) > 0 {
+		st = authorize(r, s.adminToken)
+	} else if !isLoopbackRemote(r) {
+		st = http.StatusForbidden
+	} else if e := browserGuard(r); e != nil {
+		return e
 	}
-	return authorize(r, s.adminToken)
+	switch st {
+	case 0:
+		return nil
+	case http.StatusUnauthorized:
+		return &apiError{status: st, code: CodeUnauthorized, field: "Authorization", msg: "a bearer token is required: send Authorization: Bearer <token>"}
+	}
+	return &apiError{status: st, code: CodeForbidden, field: "Authorization", msg: "this token may not do that (or this client may not: without admin_token only loopback clients may administer)"}
+}
+
+// browserGuard refuses what a web page can make the operator's browser
+// send to a loopback server without admin_token, where being on loopback
+// is the only proof: a request addressed to another name (DNS rebinding:
+// the page's own name resolved to 127.0.0.1), a cross-site request
+// (Sec-Fetch-Site, Origin), and a POST that is not JSON (a page can post
+// text/plain, forms and multipart without a preflight, never JSON).
+func browserGuard(r *http.Request) *apiError {
+	if !loopbackName(r.Host) {
+		return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Host",
+			msg: fmt.Sprintf("Host %q is not a loopback name: without admin_token, administration answers only requests addressed to localhost or a loopback address (a DNS-rebinding page sends its own name); set admin_token to administer under another name", trunc(r.Host))}
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Sec-Fetch-Site",
+			msg: fmt.Sprintf("a %s request from a web page may not administer a server without admin_token", trunc(site))}
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Origin",
+				msg: fmt.Sprintf("Origin %q is not this server (%q): a page of another origin may not administer a server without admin_token", trunc(o), trunc(r.Host))}
+		}
+	}
+	// POST is the one write a page can send cross-origin without a
+	// preflight (PATCH and DELETE are preflighted, and the server answers
+	// no CORS): it must be JSON, which a page cannot send unasked.
+	if r.Method == http.MethodPost {
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			return &apiError{status: http.StatusUnsupportedMediaType, code: CodeBadBody, field: "Content-Type",
+				msg: fmt.Sprintf("Content-Type %q: administration writes must send Content-Type: application/json", trunc(r.Header.Get("Content-Type")))}
+		}
+	}
+	return nil
+}
+
+// loopbackName reports whether a Host header names this machine's
+// loopback: localhost (or a name under .localhost), or a loopback address,
+// with or without a port.
+func loopbackName(hostport string) bool {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // HTTPServer returns an *http.Server for h with the config's timeouts

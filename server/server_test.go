@@ -70,7 +70,18 @@ func do(h http.Handler, r req) *httptest.ResponseRecorder {
 	if r.remote != "" {
 		hr.RemoteAddr = r.remote
 	}
+	// As a client on loopback addresses the server: by its loopback
+	// address, with JSON bodies (what the admin routes require without an
+	// admin token).
+	hr.Host = "127.0.0.1:8080"
+	if r.body != "" {
+		hr.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range r.hdr {
+		if k == "Host" {
+			hr.Host = v
+			continue
+		}
 		hr.Header.Set(k, v)
 	}
 	w := httptest.NewRecorder()

@@ -323,9 +323,9 @@ func (s *Server) serveUIState(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
-	if st := s.adminAuth(r); st != 0 {
-		s.writeAuthError(w, st)
-		return st
+	if e := s.adminCheck(r); e != nil {
+		s.writeError(w, *e)
+		return e.status
 	}
 	for n, v := range uiHeaders {
 		w.Header()[n] = v

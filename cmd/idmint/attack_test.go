@@ -19,13 +19,17 @@ func TestAttackDataDirModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
+	// Chmod, not the create mode: serve tests in this process set a 077
+	// umask (privateFiles).
 	for _, f := range []string{"keys.json", "segments.db", "sub/worker"} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		os.Chmod(filepath.Join(dir, f), 0o644)
 	}
 	outside := filepath.Join(t.TempDir(), "outside")
 	os.WriteFile(outside, []byte("x"), 0o644)
+	os.Chmod(outside, 0o644)
 	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}

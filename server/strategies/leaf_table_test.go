@@ -28,7 +28,7 @@ import (
 func leafGet(h http.Handler, path string) (int, string) {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodGet, path, nil)
-	r.RemoteAddr = "127.0.0.1:4000"
+	r.RemoteAddr, r.Host = "127.0.0.1:4000", "127.0.0.1:8080"
 	h.ServeHTTP(w, r)
 	return w.Code, w.Body.String()
 }

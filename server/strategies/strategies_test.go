@@ -45,6 +45,12 @@ func get(t testing.TB, h http.Handler, method, target, body string) (int, string
 	}
 	r := httptest.NewRequest(method, target, rd)
 	r.RemoteAddr = "127.0.0.1:1"
+	// A client on loopback addressing the server by its loopback address,
+	// with JSON bodies, as administration without a token requires.
+	r.Host = "127.0.0.1:8080"
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w.Code, w.Body.String()
