@@ -172,6 +172,10 @@ func (s *Server) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
 	case errors.Is(err, errKeyExists):
 		s.writeError(w, apiError{status: http.StatusConflict, code: CodeConflict, field: "name", msg: "key " + strconv.Quote(req.Name) + " exists"})
 		return http.StatusConflict
+	case errors.Is(err, errTooManyKeys):
+		s.writeError(w, apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, field: "max_keys",
+			msg: err.Error() + ": delete keys, or raise max_keys in the config"})
+		return http.StatusTooManyRequests
 	case err != nil:
 		e := issuerError(err, req.Name)
 		s.writeError(w, e)

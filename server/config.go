@@ -70,6 +70,11 @@ type Config struct {
 	TLS TLSConfig `yaml:"tls"`
 	// MaxCount is the most IDs one request may ask for. Default 10000.
 	MaxCount int `yaml:"max_count"`
+	// MaxKeys caps the keys created through the admin API: a create that
+	// would make the server hold more than MaxKeys keys (config keys
+	// included; they are never refused) answers 429 naming max_keys.
+	// Default 4096: every key holds buffers, metrics and a dashboard row.
+	MaxKeys int `yaml:"max_keys"`
 	// MaxConns is the most connections the public HTTP listener holds at
 	// once; further clients wait in the kernel's accept queue until one
 	// closes (idle ones close after idle_timeout). Default 4096: with a
@@ -214,6 +219,7 @@ const (
 	DefaultMaxCount     = 10000
 	DefaultMaxBodyBytes = 64 << 10
 	DefaultMaxConns     = 4096
+	DefaultMaxKeys      = 4096
 	DefaultStore        = "default"
 )
 
@@ -253,6 +259,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = DefaultMaxKeys
 	}
 	if c.MaxCount == 0 {
 		c.MaxCount = DefaultMaxCount
@@ -439,6 +448,9 @@ func (c *Config) Validate(reg *Registry) error {
 	}
 	if c.MaxCount < 1 || c.MaxCount > 1_000_000 {
 		add("max_count", strconv.Itoa(c.MaxCount), "must be between 1 and 1000000")
+	}
+	if c.MaxKeys < 1 || c.MaxKeys > 1<<20 {
+		add("max_keys", strconv.Itoa(c.MaxKeys), "must be between 1 and 1048576")
 	}
 	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
 		add("max_conns", strconv.Itoa(c.MaxConns), "must be between 1 and 1048576")

@@ -639,6 +639,9 @@ func lockCtx(ctx context.Context, mu *sync.RWMutex) bool {
 // save always holds the latest table. Lists and views take neither.
 
 // createKey builds and adds a key (admin API).
+// errTooManyKeys: a create would pass Config.MaxKeys.
+var errTooManyKeys = errors.New("server: too many keys")
+
 func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*key, error) {
 	s.adminMu.Lock()
 	switch {
@@ -648,6 +651,10 @@ func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*key
 	case s.lookup(name) != nil || s.creating[name]:
 		s.adminMu.Unlock()
 		return nil, errKeyExists
+	case len(s.table())+len(s.creating) >= s.cfg.MaxKeys && s.cfg.MaxKeys > 0:
+		n := len(s.table())
+		s.adminMu.Unlock()
+		return nil, fmt.Errorf("%w: %d keys served, max_keys is %d", errTooManyKeys, n, s.cfg.MaxKeys)
 	}
 	if s.creating == nil {
 		s.creating = map[string]bool{}
