@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -156,4 +157,33 @@ func TestAttackLimitListener(t *testing.T) {
 		t.Fatal("the third connection was not accepted after one closed")
 	}
 	got[1].Close()
+}
+
+// A connection that sends only the HTTP/2 client preface and then nothing
+// held a gRPC connection slot for grpc-go's 120 s handshake deadline:
+// 1,030 of them locked every real client out for two minutes. The server
+// now drops it after read_header_timeout (here 1 s).
+func TestAttackGRPCHalfOpen(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.ReadHeaderTimeout = Duration(time.Second) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := f.s.GRPCServer()
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"); err != nil { // the preface, no SETTINGS
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	start := time.Now()
+	_, err = io.Copy(io.Discard, c) // the server's SETTINGS, then EOF when it drops us
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("a half-open connection was still held after %v", time.Since(start).Round(time.Second))
+	}
 }
