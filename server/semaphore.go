@@ -1,8 +1,11 @@
 package server
 
 import (
+	"crypto/tls"
 	"net"
+	"net/http"
 	"sync"
+	"time"
 )
 
 // semaphore is a counting semaphore whose acquire never waits.
@@ -23,26 +26,92 @@ func (s semaphore) TryAcquire() bool {
 // Release returns a slot taken by TryAcquire.
 func (s semaphore) Release() { <-s }
 
-// limitListener accepts at most n connections at once: Accept waits for
-// one to close first (golang.org/x/net/netutil.LimitListener's rule,
-// written here to keep x/net an indirect dependency).
+// limitListener accepts at most n connections at once. When all n are
+// taken, Accept first closes one that sits idle between requests (a
+// keep-alive connection, which http.Server reports through ConnState),
+// then waits for a slot: 4,100 keep-alive connections that made one
+// request each used to hold every slot for idle_timeout while new clients
+// were answered by nobody. Connections busy with a request are never
+// closed; with all n busy, Accept waits for one to close
+// (golang.org/x/net/netutil.LimitListener's rule, written here to keep
+// x/net an indirect dependency).
 type limitListener struct {
 	net.Listener
 	slots chan struct{}
+
+	mu   sync.Mutex
+	idle map[*limitConn]struct{}
 }
 
-func newLimitListener(l net.Listener, n int) net.Listener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n)}
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), idle: map[*limitConn]struct{}{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
+	// Full: close an idle connection to make room, and keep trying while
+	// waiting, since a busy one may go idle before any closes.
+	for taken := false; !taken; {
+		select {
+		case l.slots <- struct{}{}:
+			taken = true
+		default:
+			l.evictIdle()
+			t := time.NewTimer(50 * time.Millisecond)
+			select {
+			case l.slots <- struct{}{}:
+				taken = true
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		<-l.slots
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+	lc := &limitConn{Conn: c}
+	lc.release = func() {
+		l.mu.Lock()
+		delete(l.idle, lc)
+		l.mu.Unlock()
+		<-l.slots
+	}
+	return lc, nil
+}
+
+// evictIdle closes one idle connection, if there is one.
+func (l *limitListener) evictIdle() {
+	l.mu.Lock()
+	var victim *limitConn
+	for c := range l.idle {
+		victim = c
+		delete(l.idle, c)
+		break
+	}
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Close()
+	}
+}
+
+// ConnState is the http.Server hook that tells the listener which of its
+// connections are idle.
+func (l *limitListener) ConnState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st == http.StateIdle {
+		l.idle[lc] = struct{}{}
+	} else {
+		delete(l.idle, lc)
+	}
 }
 
 type limitConn struct {

@@ -502,6 +502,7 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 		maxConns = DefaultMaxConns
 	}
 	httpLn := newLimitListener(l.HTTP, maxConns)
+	pub.ConnState = httpLn.ConnState
 	go func() {
 		var err error
 		if s.cfg.TLS.CertFile != "" {
@@ -517,6 +518,7 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 		// public listener has it, and a cap on connections like the others.
 		adm = s.HTTPServer(s.AdminHandler())
 		admLn := newLimitListener(l.Admin, AdminMaxConns)
+		adm.ConnState = admLn.ConnState
 		go func() {
 			if s.cfg.TLS.CertFile != "" {
 				errc <- adm.ServeTLS(admLn, s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
