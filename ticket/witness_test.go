@@ -62,7 +62,7 @@ func (n *nodeConn) identity(context.Context) (string, error) {
 	defer n.c.mu.Unlock()
 	return n.c.id, nil
 }
-func (n *nodeConn) close() error                             { return nil }
+func (n *nodeConn) close() error { return nil }
 
 // TestWitnessFailover: three nodes share two ticket servers and a
 // witness. Both servers fail over to replicas that lost their last 300
