@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -56,17 +55,7 @@ func TestAttackAdminTLS(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.TLS = TLSConfig{CertFile: certFile, KeyFile: keyFile} })
 	pub, _ := net.Listen("tcp", "127.0.0.1:0")
 	adm, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.s.Serve(ctx, Listeners{HTTP: pub, Admin: adm}) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-served:
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return 30 s after its context ended")
-		}
-	})
+	serveFixture(t, f, Listeners{HTTP: pub, Admin: adm})
 	u := "://" + adm.Addr().String() + "/healthz"
 	plain := &http.Client{Timeout: 10 * time.Second}
 	if resp, err := plain.Get("http" + u); err == nil {

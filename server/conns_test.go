@@ -20,17 +20,7 @@ func TestAttackMaxConns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.s.Serve(ctx, Listeners{HTTP: ln}) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-served:
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return 30 s after its context ended")
-		}
-	})
+	serveFixture(t, f, Listeners{HTTP: ln})
 	const req = "GET /api/segment/get/order HTTP/1.1\r\nHost: x\r\n\r\n"
 	// ask sends one request on c and returns its status line, or the error
 	// when none comes within d.
@@ -100,17 +90,7 @@ func TestAttackIdleConnsLockout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.s.Serve(ctx, Listeners{HTTP: ln}) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-served:
-		case <-time.After(30 * time.Second):
-			t.Error("Serve did not return 30 s after its context ended")
-		}
-	})
+	serveFixture(t, f, Listeners{HTTP: ln})
 	url := "http://" + ln.Addr().String() + "/healthz"
 	for i := range 2 { // two clients, each keeping its connection alive
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}} // a connection of its own
@@ -131,4 +111,21 @@ func TestAttackIdleConnsLockout(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("a new client: %d", resp.StatusCode)
 	}
+}
+
+// serveFixture serves f's server on ls until the test ends, and fails the
+// test when Serve does not return 30 s after that.
+func serveFixture(t *testing.T, f *fixture, ls Listeners) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- f.s.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-served:
+		case <-time.After(30 * time.Second):
+			t.Error("Serve did not return 30 s after its context ended")
+		}
+	})
 }
