@@ -334,7 +334,8 @@ func (k *keyState) refill(f *flight, size int64) {
 }
 
 // probe asks for one ID: its answer names the key's strategy, which says
-// how the key is served from then on. The ID is queued like any other.
+// how the key is served from then on. The ID is queued like any other,
+// except for keys served one request per call, which drop it.
 func (k *keyState) probe(ctx context.Context) error {
 	type answer struct {
 		strategy string
@@ -360,7 +361,13 @@ func (k *keyState) probe(ctx context.Context) error {
 	case batched[a.strategy]:
 		k.mode.Store(modeBatch)
 	default:
+		// A key served one request per call (monotonic: in real-time
+		// order) must not hand the probe's ID to a later call: the call
+		// that started the probe may have given up, and an ID answered
+		// before other calls were answered is below theirs. It becomes a
+		// gap; every call asks for its own.
 		k.mode.Store(modeDirect)
+		return nil
 	}
 	k.pushLocked(newChunk(0, 1, a.ids))
 	return nil

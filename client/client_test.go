@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
 )
 
 // refillLog records every range the client fetched.
@@ -162,8 +164,8 @@ func TestModes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := cl.requests(key); got != 20 {
-			t.Errorf("%s: 20 calls sent %d requests; want one each (never prefetched)", key, got)
+		if got := cl.requests(key); got != 21 {
+			t.Errorf("%s: 20 calls sent %d requests; want the probe and one each (never prefetched, the probe's ID never served)", key, got)
 		}
 		if b := c.Buffered(key); b != 0 {
 			t.Errorf("%s: %d IDs buffered; want none", key, b)
@@ -323,5 +325,37 @@ func TestServerMaxCountLower(t *testing.T) {
 	}
 	if m := c.maxCount.Load(); m > 300 {
 		t.Fatalf("request size still %d after the server refused more than 300", m)
+	}
+}
+
+// TestMonotonicProbeNotServedLate: the first call on a monotonic key
+// probes its strategy and gives up before the probe answers. The probe's
+// ID (1) is answered to nobody: a later call, made after another client
+// was answered 2, must not get it (it did, breaking real-time order).
+func TestMonotonicProbeNotServedLate(t *testing.T) {
+	cl := newCluster()
+	n := newFakeNode(t, cl)
+	c := newClient(t, []string{n.url()}, Options{})
+	other := newClient(t, []string{n.url()}, Options{})
+	n.mode.Store(modeGate)
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if id, err := c.Next(short, "mono"); err == nil {
+		t.Fatalf("Next answered %d while the node held the probe", id)
+	}
+	n.mode.Store(modeOK)
+	close(n.gate) // the probe answers now, to nobody
+	ctx := testCtx(t)
+	testserver.Eventually(t, "the held probe to be answered", 10*time.Second, func() bool { return cl.requests("mono") >= 1 })
+	b, err := other.Next(ctx, "mono")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Next(ctx, "mono")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a <= b {
+		t.Fatalf("answered %d after another client was answered %d: the abandoned probe's ID was served late", a, b)
 	}
 }

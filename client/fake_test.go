@@ -59,6 +59,7 @@ const (
 	modeSlow // answers after the request is cancelled, or never
 	mode429
 	mode503
+	modeGate // answers normally once gate is closed
 )
 
 // fakeNode is one HTTP node of a cluster with a switchable fault.
@@ -68,10 +69,11 @@ type fakeNode struct {
 	srv   *httptest.Server
 	calls atomic.Int64
 	hold  chan struct{} // modeSlow waits on it or the request
+	gate  chan struct{} // modeGate waits on it, then answers
 }
 
 func newFakeNode(t *testing.T, c *cluster) *fakeNode {
-	n := &fakeNode{c: c, hold: make(chan struct{})}
+	n := &fakeNode{c: c, hold: make(chan struct{}), gate: make(chan struct{})}
 	n.srv = httptest.NewServer(n)
 	t.Cleanup(func() {
 		close(n.hold)
@@ -105,6 +107,12 @@ func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-n.hold:
 		}
 		return
+	case modeGate:
+		select {
+		case <-r.Context().Done():
+			return
+		case <-n.gate:
+		}
 	case mode429:
 		w.Header().Set("Retry-After", "7")
 		writeErr(w, 429, "rate_limited", "key", "slow down")
