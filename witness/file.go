@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -88,12 +89,13 @@ func (w *File) load() error {
 		return fmt.Errorf("witness: file: %w", err)
 	}
 	defer f.Close()
-	data, err := readAll(f)
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return fmt.Errorf("witness: file: read %s: %w", w.path(), err)
 	}
+	// The part after the last newline is a torn line (a claim that never
+	// returned) or nothing: it is dropped.
 	lines := strings.Split(string(data), "\n")
-	torn := lines[len(lines)-1] // "" when the log ends with a newline
 	for i, ln := range lines[:len(lines)-1] {
 		space, v, err := parseLine(ln)
 		if err != nil {
@@ -102,15 +104,7 @@ func (w *File) load() error {
 		w.marks[space] = max(w.marks[space], v)
 		w.lines++
 	}
-	_ = torn // a torn last line is a claim that never returned: dropped
 	return nil
-}
-
-func readAll(f *os.File) ([]byte, error) {
-	var b strings.Builder
-	r := bufio.NewReader(f)
-	_, err := r.WriteTo(&b)
-	return []byte(b.String()), err
 }
 
 func parseLine(ln string) (string, int64, error) {
@@ -193,17 +187,6 @@ func (w *File) Mark(ctx context.Context, space string) (int64, error) {
 	return w.marks[space], nil
 }
 
-// Marks returns a copy of every mark, for listings.
-func (w *File) Marks() map[string]int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[string]int64, len(w.marks))
-	for k, v := range w.marks {
-		out[k] = v
-	}
-	return out
-}
-
 // Claim appends the new mark and returns once it is fsync'd.
 func (w *File) Claim(ctx context.Context, space string, from, to int64) (int64, bool, error) {
 	if err := checkClaim(space, from, to); err != nil {
@@ -280,9 +263,6 @@ func storeMax(a *atomic.Uint64, v uint64) {
 
 // String names the directory.
 func (w *File) String() string { return "data directory " + w.dir }
-
-// Dir returns the directory.
-func (w *File) Dir() string { return w.dir }
 
 // Close closes the log and drops the lock.
 func (w *File) Close() error {

@@ -59,14 +59,14 @@ func Raise(ctx context.Context, w Witness, space string, target int64) (int64, e
 		// Claim even when m already reaches target: in a Multi, m is the
 		// largest member's mark, and the claim raises the others to it.
 		to := max(m, target)
-		got, ok, err := w.Claim(ctx, space, m, to)
+		_, ok, err := w.Claim(ctx, space, m, to)
 		if err != nil {
 			return 0, err
 		}
 		if ok {
 			return to, nil
 		}
-		_ = got // raised meanwhile: read the marks again
+		// Raised meanwhile: read the marks again.
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
