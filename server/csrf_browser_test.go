@@ -78,15 +78,7 @@ fetch(%[1]q + "/v1/keys", {method: "POST", mode: "no-cors", headers: {"Content-T
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
+	bctx := newBrowser(t, ctx, chromium)
 	if err := chromedp.Do(bctx, chromedp.Navigate("http://localhost:"+portOf(evil.Addr())+"/")); err != nil {
 		t.Fatalf("open the hostile page: %v", err)
 	}

@@ -40,6 +40,23 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
+// newBrowser starts headless Chromium for the test, with the flags this
+// machine's closed network needs (no background connections), and returns
+// its context; it is closed when the test ends.
+func newBrowser(t *testing.T, ctx context.Context, chromium string, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(opts, extra...)...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	return bctx
+}
+
 // uiRow is one row of a dashboard table as the page shows it.
 type uiRow struct {
 	Key    string            `json:"key"`
@@ -137,15 +154,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
+	bctx := newBrowser(t, ctx, chromium, chromedp.WindowSize(1000, 900))
 
 	// Everything the page writes to its console: exceptions, CSP reports,
 	// failed loads. Collected here, judged at the end.
