@@ -192,13 +192,19 @@ start() {
 			-c wal_level=replica -c max_wal_senders=10 -c wal_keep_size=64MB "$@" >>"$log" 2>&1 </dev/null &
 		;;
 	mariadb)
+		# Each server has its own tmpdir: the bootstrap of mariadb-install-db
+		# names its temporary tables after its pid in the shared /tmp, and a CI
+		# run saw one bootstrap lose such a file ("Could not remove temporary
+		# table ... error: 2", then "Unknown table 'mysql.tmp_user_sys'")
+		# while other tests started servers beside it.
+		mkdir -p "$dir/tmp"
 		if [ ! -d "$dir/data/mysql" ]; then
-			mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
+			mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" --tmpdir="$dir/tmp" \
 				--auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
 		fi
 		# A replica not yet promoted stays read-only across restarts.
 		[ -f "$dir/read-only" ] && set -- --read-only "$@"
-		setsid mariadbd --no-defaults --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
+		setsid mariadbd --no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" --port="$port" --bind-address=127.0.0.1 \
 			--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --user="$(id -un)" \
 			--skip-name-resolve --innodb-buffer-pool-size=64M --innodb-log-file-size=16M \
 			--max-connections=300 \
