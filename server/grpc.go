@@ -130,6 +130,7 @@ func (s *Server) grpcKey(ctx context.Context, name string) (*key, error) {
 			return nil, statusOf(ctx, apiError{status: st, field: "authorization", msg: "a valid bearer token for this key is required"})
 		}
 	}
+	s.sendGRPC(ctx, k)
 	if k.limiter != nil {
 		if ok, wait := k.limiter.allow(); !ok {
 			return nil, statusOf(ctx, apiError{status: 429, field: "key", msg: "key " + strconv.Quote(name) + " is rate limited", retryAfter: wait})

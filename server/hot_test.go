@@ -45,6 +45,7 @@ func TestHotRoutesMatchMux(t *testing.T) {
 	f.s.routes(mux)
 	viaMux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Cache-Control"] = noStore
+		w.Header()[HeaderNode] = f.s.node
 		mux.ServeHTTP(w, r)
 	})
 	digits := regexp.MustCompile(`[0-9]+`)

@@ -83,6 +83,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*
 		s.writeAuthError(w, st)
 		return nil, st
 	}
+	k.hdr.set(w.Header())
 	if k.limiter != nil {
 		if ok, wait := k.limiter.allow(); !ok {
 			s.writeError(w, apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, field: "key", msg: "key " + strconv.Quote(name) + " is limited to " + strconv.FormatFloat(k.cfg.RateLimit, 'g', -1, 64) + " requests per second", retryAfter: wait})

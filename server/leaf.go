@@ -699,6 +699,7 @@ func (t *leafTags) reload() error {
 			continue
 		}
 		k := &key{name: row.Key, cfg: KeyConfig{Strategy: "segment", Store: DefaultStore}, issuer: iss}
+		k.hdr.init("segment", iss, t.s.start)
 		k.ints, _ = iss.(Int64s)
 		if k.ints == nil {
 			iss.Close(ctx)

@@ -37,6 +37,9 @@ type Options struct {
 	// KeyStore persists keys created through the admin API. Nil: such
 	// keys last until the process exits.
 	KeyStore KeyStore
+	// NodeName names this node on every answer (HeaderNode). Default:
+	// NodeName().
+	NodeName string
 }
 
 // Server serves the keys of one Config. Create it with New, expose
@@ -49,6 +52,8 @@ type Server struct {
 	env      *Env
 	keystore KeyStore
 	metrics  *metrics
+	node     []string // HeaderNode's value
+	start    int64    // Unix ns of New, for key generations
 
 	keys      atomic.Pointer[map[string]*key]
 	adminMu   sync.Mutex      // guards table swaps and creating; never held across I/O
@@ -78,6 +83,7 @@ type key struct {
 	hides      bool         // the issuer hides its volume: no metrics count its requests
 	step       atomic.Int64 // cfg.Step, as changed by setStep
 	refusals   refusalLog
+	hdr        keyHeaders // what answers say about the key
 
 	// mu is held shared by every request using the issuer and exclusively
 	// by deletion, so an issuer is closed only after its last request.
@@ -104,7 +110,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.NodeName == "" {
+		o.NodeName = NodeName()
+	}
 	s := &Server{
+		node:      []string{o.NodeName},
+		start:     time.Now().UnixNano(),
 		idStreams: newSemaphore(GRPCMaxIDStreams),
 		cfg:       o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
 		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry},
@@ -189,6 +200,7 @@ func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfi
 		limiter: newLimiter(s.clk, kc.RateLimit),
 	}
 	k.step.Store(kc.Step)
+	k.hdr.init(kc.Strategy, iss, s.start)
 	if h, ok := iss.(VolumeHider); ok && h.HidesVolume() {
 		k.hides = true
 		k.issued = prometheus.NewCounter(prometheus.CounterOpts{Name: "idmint_ids_issued_total"}) // counted, never registered
@@ -276,7 +288,9 @@ func (s *Server) Handler() http.Handler {
 // view cached by a proxy would be served again).
 func (s *Server) canonical(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header()["Cache-Control"] = noStore
+		hd := w.Header()
+		hd["Cache-Control"] = noStore
+		hd[HeaderNode] = s.node
 		p := r.URL.Path
 		if !canonicalPath(p) {
 			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadPath, field: "path", msg: "path " + strconv.Quote(trunc(p)) + " is not in canonical form"})
