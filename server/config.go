@@ -82,6 +82,19 @@ type Config struct {
 	MaxConns int `yaml:"max_conns"`
 	// MaxBodyBytes limits request bodies. Default 64 KiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// AnswerBudget is the most bytes of answers (over 1 KiB each) the
+	// server holds at once for clients that have not read them yet, HTTP
+	// and gRPC together; a request finding it spent waits up to a second,
+	// then gets 503 with Retry-After. Default 32 MiB.
+	AnswerBudget int64 `yaml:"answer_budget"`
+	// AnswerTimeout is how long a client has to read an answer over 1 KiB
+	// before its connection is closed. Default 10s.
+	AnswerTimeout Duration `yaml:"answer_timeout"`
+	// MemoryLimit is the soft memory limit serve gives the Go runtime
+	// (runtime/debug.SetMemoryLimit), in bytes, unless GOMEMLIMIT is set:
+	// the collector works harder near it instead of letting garbage grow
+	// to GOGC's target. Default max(128 MiB, 4 x answer_budget); -1: none.
+	MemoryLimit int64 `yaml:"memory_limit"`
 	// LeafSnowflakeKey serves /api/snowflake/get/{key} for keys that are
 	// not configured (Leaf's snowflake endpoint ignores the key) and
 	// /decodeSnowflakeId. Default "snowflake" when such a key exists.
@@ -218,6 +231,7 @@ const (
 	DefaultDataDir      = "idmint-data"
 	DefaultMaxCount     = 10000
 	DefaultMaxBodyBytes = 64 << 10
+	DefaultAnswerBudget = 32 << 20
 	DefaultMaxConns     = 4096
 	DefaultMaxKeys      = 4096
 	DefaultStore        = "default"
@@ -269,6 +283,12 @@ func (c *Config) SetDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.AnswerBudget == 0 {
+		c.AnswerBudget = DefaultAnswerBudget
+	}
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = max(128<<20, 4*c.AnswerBudget)
+	}
 	if c.LeafSnowflakeKey == "" {
 		if k, ok := c.Keys["snowflake"]; ok && k.Strategy == "snowflake" {
 			c.LeafSnowflakeKey = "snowflake"
@@ -284,6 +304,7 @@ func (c *Config) SetDefaults() {
 	def(&c.WriteTimeout, 30*time.Second)
 	def(&c.IdleTimeout, 120*time.Second)
 	def(&c.ShutdownTimeout, 30*time.Second)
+	def(&c.AnswerTimeout, 10*time.Second)
 	for name, k := range c.Keys {
 		if k.Store == "" {
 			k.Store = DefaultStore
@@ -457,6 +478,15 @@ func (c *Config) Validate(reg *Registry) error {
 	}
 	if c.MaxBodyBytes < 1 {
 		add("max_body_bytes", strconv.FormatInt(c.MaxBodyBytes, 10), "must be positive")
+	}
+	if c.AnswerBudget < 64<<10 || c.AnswerBudget > 1<<40 {
+		add("answer_budget", strconv.FormatInt(c.AnswerBudget, 10), "must be between 65536 bytes (64 KiB) and 2^40")
+	}
+	if c.MemoryLimit != -1 && (c.MemoryLimit < 16<<20 || c.MemoryLimit > 1<<50) {
+		add("memory_limit", strconv.FormatInt(c.MemoryLimit, 10), "must be at least 16777216 bytes (16 MiB), or -1 for no limit")
+	}
+	if c.AnswerTimeout < 0 || (c.AnswerTimeout > 0 && time.Duration(c.AnswerTimeout) < 100*time.Millisecond) {
+		add("answer_timeout", time.Duration(c.AnswerTimeout).String(), "must be at least 100ms")
 	}
 	for _, d := range []struct {
 		f string

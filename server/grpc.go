@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/protobuf/proto"
+
 	v1 "github.com/idmint/idmint/api/idmintv1"
 )
 
@@ -225,12 +227,40 @@ func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.N
 	start := s.clk.Mono()
 	var k *key
 	defer func() { s.observeKey(routeGRPCIDs, r.GetKey(), k, grpcStatus(err), s.clk.Mono()-start) }()
-	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey(), s.cfg.MaxCount)
+	n, err := s.grpcCount(ctx, r.GetCount(), "count", s.cfg.MaxCount)
 	if err != nil {
 		return nil, err
 	}
-	defer k.mu.RUnlock()
-	return s.fill(ctx, k, n, r.GetFixed())
+	held, ok := s.holdAnswer(ctx, s.answerEstimate(r.GetKey(), n))
+	if !ok {
+		return nil, statusOf(ctx, s.budgetRefusal())
+	}
+	k, err = s.grpcKey(ctx, r.GetKey())
+	if err != nil {
+		s.budget.release(held)
+		return nil, err
+	}
+	resp, err = s.fill(ctx, k, n, r.GetFixed())
+	k.mu.RUnlock()
+	s.queued(ctx, k, n, held, resp)
+	return resp, err
+}
+
+// queued settles the reservation of a gRPC answer (nil: none was made)
+// at its encoded size and hands it to the connection that will write it.
+func (s *Server) queued(ctx context.Context, k *key, n int, held int64, resp *v1.NextIDsResponse) {
+	if held == 0 {
+		return
+	}
+	if resp == nil {
+		s.budget.release(held)
+		return
+	}
+	size := int64(proto.Size(resp)) + 5 // the gRPC message header
+	if resp.TextIds != nil {
+		k.noteAnswer(n, 2*size) // the strings, besides their encoding
+	}
+	s.owe(ctx, s.settle(held, size))
 }
 
 func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *v1.NextRangeResponse, err error) {
@@ -319,12 +349,18 @@ func (g *grpcIDs) StreamIDs(r *v1.StreamIDsRequest, stream grpc.ServerStreamingS
 		}
 		// The key is looked up per batch, so a stream on a deleted key
 		// ends, and the rate limit applies per batch.
+		held, ok := s.holdAnswer(ctx, s.answerEstimate(r.GetKey(), n))
+		if !ok {
+			return statusOf(ctx, s.budgetRefusal())
+		}
 		k, err := s.grpcKey(ctx, r.GetKey())
 		if err != nil {
+			s.budget.release(held)
 			return err
 		}
 		resp, err := s.fill(ctx, k, n, false)
 		k.mu.RUnlock()
+		s.queued(ctx, k, n, held, resp)
 		if err != nil {
 			return err
 		}

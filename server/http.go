@@ -136,7 +136,11 @@ func (s *Server) snowflakeIDsOf(w http.ResponseWriter, r *http.Request, name str
 // countAndKey is the start of every ID-issuing request: method, count (at
 // most max) and the key called name. On success the key is read-locked (the caller unlocks it) and st is
 // 0; otherwise the error is written and st is its status.
-func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string, max int) (n int, k *key, st int) {
+//
+// With held non-nil, the answer's estimated size is reserved in the answer
+// budget before the key is locked (a wait for the budget never holds the
+// key): *held is what was reserved, and the caller releases it.
+func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string, max int, held *int64) (n int, k *key, st int) {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return 0, nil, http.StatusMethodNotAllowed
 	}
@@ -144,6 +148,15 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 	if err != nil {
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
 		return 0, nil, http.StatusBadRequest
+	}
+	if held != nil && r.Method != http.MethodHead {
+		h, ok := s.holdAnswer(r.Context(), s.answerEstimate(name, n))
+		if !ok {
+			e := s.budgetRefusal()
+			s.writeError(w, e)
+			return 0, nil, e.status
+		}
+		*held = h
 	}
 	k, st = s.acquire(w, r, name)
 	if st == 0 && r.Method == http.MethodHead {
@@ -162,7 +175,9 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 // serveIDs answers a batch of IDs and returns the status and the key
 // the request found (nil if none).
 func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy string) (int, *key) {
-	n, k, st := s.countAndKey(w, r, name, s.cfg.MaxCount)
+	var held int64
+	defer func() { s.budget.release(held) }()
+	n, k, st := s.countAndKey(w, r, name, s.cfg.MaxCount, &held)
 	if st != 0 {
 		return st, k
 	}
@@ -217,6 +232,17 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 	b = append(b, "]}\n"...)
 	k.issued.Add(float64(n))
 	w.Header()["Content-Type"] = jsonType // Cache-Control: canonical set it
+	if held != 0 {
+		size := int64(len(b))
+		if k.strs != nil {
+			size *= 2 // the strings, besides their JSON
+		}
+		k.noteAnswer(n, size)
+		held = s.settle(held, size)
+		// A client that does not read this answer loses its connection
+		// after answer_timeout, and the budget gets the bytes back.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.answerTimeout()))
+	}
 	w.Write(b)
 	*bp = b
 	bytePool.Put(bp)
@@ -261,7 +287,7 @@ func (s *Server) rangeOf(w http.ResponseWriter, r *http.Request, name string) {
 // serveRange answers a range and returns the status and the key the
 // request found (nil if none).
 func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string) (int, *key) {
-	n, k, st := s.countAndKey(w, r, name, s.rangeMax())
+	n, k, st := s.countAndKey(w, r, name, s.rangeMax(), nil)
 	if st != 0 {
 		return st, k
 	}

@@ -48,6 +48,9 @@ type metrics struct {
 	latency  [numRoutes]prometheus.Observer
 	requests *prometheus.CounterVec
 	byCode   [numRoutes][6]prometheus.Counter // by status class 1xx..5xx
+
+	budgetRefused prometheus.Counter // answers refused for a spent answer budget
+	stalledClosed prometheus.Counter // connections closed for not reading an answer
 }
 
 func newMetrics(s *Server) *metrics {
@@ -71,7 +74,19 @@ func newMetrics(s *Server) *metrics {
 			m.byCode[i][c] = m.requests.WithLabelValues(n, string(rune('0'+c))+"xx")
 		}
 	}
-	m.reg.MustRegister(m.issued, hist, m.requests, &statsCollector{s},
+	m.budgetRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "idmint_answer_budget_refused_total",
+		Help: "Requests refused (503) because answer_budget bytes of answers were waiting for clients to read them.",
+	})
+	m.stalledClosed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "idmint_answer_stalled_connections_total",
+		Help: "Connections closed because their client read none of an answer for answer_timeout.",
+	})
+	budgetInUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idmint_answer_budget_bytes",
+		Help: "Bytes of answers held for clients that have not read them yet (at most answer_budget, plus answers of at most 1 KiB).",
+	}, func() float64 { return float64(s.budget.inUse()) })
+	m.reg.MustRegister(m.issued, hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, budgetInUse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

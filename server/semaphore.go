@@ -41,10 +41,24 @@ type limitListener struct {
 
 	mu   sync.Mutex
 	idle map[*limitConn]struct{}
+
+	// index, when set, records every connection by remote address, each
+	// with what it owes the answer budget (the gRPC listener).
+	index  *connIndex
+	budget *answerBudget
+	now    func() time.Duration
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, slots: make(chan struct{}, n), idle: map[*limitConn]struct{}{}}
+}
+
+// owingListener is a limitListener whose connections carry what they owe
+// b, found through the returned index.
+func owingListener(l net.Listener, n int, b *answerBudget, now func() time.Duration) (*limitListener, *connIndex) {
+	ll := newLimitListener(l, n)
+	ll.index, ll.budget, ll.now = &connIndex{m: map[string]*limitConn{}}, b, now
+	return ll, ll.index
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -71,10 +85,18 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	lc := &limitConn{Conn: c}
+	if l.index != nil {
+		lc.owing = &owing{budget: l.budget, now: l.now}
+		l.index.add(lc)
+	}
 	lc.release = func() {
 		l.mu.Lock()
 		delete(l.idle, lc)
 		l.mu.Unlock()
+		if lc.owing != nil {
+			l.index.remove(lc)
+			lc.owing.settleAll()
+		}
 		<-l.slots
 	}
 	return lc, nil
@@ -118,7 +140,18 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	owing   *owing // nil but on the gRPC listener
 }
+
+func (c *limitConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.owing != nil {
+		c.owing.wrote(n)
+	}
+	return n, err
+}
+
+func (c *limitConn) owe(n int64) bool { return c.owing != nil && c.owing.owe(n) }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ type Server struct {
 	node     []string // HeaderNode's value
 	start    int64    // Unix ns of New, for key generations
 
+	budget    *answerBudget // answer bytes held for clients (budget.go)
+	grpcConns *connIndex    // Serve's gRPC connections; nil before Serve
+
 	keys      atomic.Pointer[map[string]*key]
 	adminMu   sync.Mutex      // guards table swaps and creating; never held across I/O
 	persistMu sync.Mutex      // orders KeyStore saves
@@ -83,7 +87,8 @@ type key struct {
 	hides      bool         // the issuer hides its volume: no metrics count its requests
 	step       atomic.Int64 // cfg.Step, as changed by setStep
 	refusals   refusalLog
-	hdr        keyHeaders // what answers say about the key
+	hdr        keyHeaders   // what answers say about the key
+	idBytes    atomic.Int64 // most answer bytes per ID seen (budget.go)
 
 	// mu is held shared by every request using the issuer and exclusively
 	// by deletion, so an issuer is closed only after its last request.
@@ -116,6 +121,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s := &Server{
 		node:      []string{o.NodeName},
 		start:     time.Now().UnixNano(),
+		budget:    newAnswerBudget(cmp.Or(o.Config.AnswerBudget, DefaultAnswerBudget)),
 		idStreams: newSemaphore(GRPCMaxIDStreams),
 		cfg:       o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
 		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry},
@@ -552,7 +558,12 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 			opts = append(opts, grpc.Creds(creds))
 		}
 		gs = s.GRPCServer(opts...)
-		go func() { errc <- gs.Serve(newLimitListener(l.GRPC, GRPCMaxConns)) }()
+		ln, idx := owingListener(l.GRPC, GRPCMaxConns, s.budget, s.clk.Mono)
+		s.grpcConns = idx
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go s.watchStalled(wctx, idx)
+		go func() { errc <- gs.Serve(ln) }()
 	}
 	var serveErr error
 	select {
@@ -587,6 +598,22 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// watchStalled closes gRPC connections whose client has read none of
+// the answer bytes they owe for answer_timeout (budget.go).
+func (s *Server) watchStalled(ctx context.Context, idx *connIndex) {
+	d := s.answerTimeout()
+	for s.clk.Sleep(ctx, min(d/4, time.Second)) == nil {
+		if n := idx.closeStalled(d); n > 0 {
+			s.metrics.stalledClosed.Add(float64(n))
+			s.log.Debug("closed gRPC connections that read no answer bytes", "connections", n, "answer_timeout", d)
+		}
+	}
+}
+
+func (s *Server) answerTimeout() time.Duration {
+	return cmp.Or(time.Duration(s.cfg.AnswerTimeout), 10*time.Second)
 }
 
 // Close closes every issuer, then every shared resource in reverse order of

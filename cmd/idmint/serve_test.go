@@ -400,3 +400,26 @@ func TestServeGC(t *testing.T) {
 		t.Fatalf("GOGC unset: the percentage is %d, want %d", got, serveGOGC)
 	}
 }
+
+// serve gives the runtime memory_limit as its soft limit unless
+// GOMEMLIMIT is set or the config says -1.
+func TestServeMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	debug.SetMemoryLimit(1 << 40)
+	if _, set := serveMemoryLimit(func(k string) string { return map[string]string{"GOMEMLIMIT": "1GiB"}[k] }, 128<<20); set {
+		t.Fatal("serveMemoryLimit overrode GOMEMLIMIT")
+	}
+	if _, set := serveMemoryLimit(func(string) string { return "" }, -1); set {
+		t.Fatal("memory_limit -1 set a limit")
+	}
+	if got := debug.SetMemoryLimit(-1); got != 1<<40 {
+		t.Fatalf("the limit moved to %d without being asked", got)
+	}
+	if limit, set := serveMemoryLimit(func(string) string { return "" }, 128<<20); !set || limit != 128<<20 {
+		t.Fatalf("serveMemoryLimit = %d, %v", limit, set)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 128<<20 {
+		t.Fatalf("the runtime's limit is %d, want %d", got, 128<<20)
+	}
+}
