@@ -10,17 +10,17 @@ import (
 // measured is the client's, not a network's.
 type memTransport struct{ next atomic.Int64 }
 
-func (m *memTransport) rangeOf(_ context.Context, _, _ string, n int) (int64, int64, error) {
-	return m.next.Add(int64(n)) - int64(n) + 1, int64(n), nil
+func (m *memTransport) rangeOf(_ context.Context, _, _ string, n int) (int64, int64, meta, error) {
+	return m.next.Add(int64(n)) - int64(n) + 1, int64(n), meta{strategy: "segment"}, nil
 }
 
-func (m *memTransport) ids(_ context.Context, _, _ string, n int) (string, []int64, bool, error) {
+func (m *memTransport) ids(_ context.Context, _, _ string, n int) ([]int64, bool, meta, error) {
 	first := m.next.Add(int64(n)) - int64(n) + 1
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = first + int64(i)
 	}
-	return "segment", ids, false, nil
+	return ids, false, meta{strategy: "segment"}, nil
 }
 
 func (m *memTransport) close() {}

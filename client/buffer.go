@@ -38,6 +38,25 @@ func newChunk(first, n int64, ids []int64) *chunk {
 	return &chunk{first: first, n: n, low: n / 2, ids: ids}
 }
 
+// reserve claims up to want IDs of the chunk: indexes [i, i+m), m >= 1,
+// or m == 0 when it is used up. Unlike an atomic add of want, it never
+// moves the counter past n, so however often callers retry a used-up
+// chunk (Range of 2^40 on a dry buffer, every backoff), the counter
+// cannot overflow and wrap into IDs handed out before. (Next adds 1: it
+// would take 2^63 calls.)
+func (ch *chunk) reserve(want int64) (i, m int64) {
+	for {
+		cur := ch.next.Load()
+		if cur >= ch.n {
+			return cur, 0
+		}
+		m := min(want, ch.n-cur)
+		if ch.next.CompareAndSwap(cur, cur+m) {
+			return cur, m
+		}
+	}
+}
+
 // flight is one refill; err is set before done is closed.
 type flight struct {
 	done chan struct{}
@@ -45,15 +64,21 @@ type flight struct {
 }
 
 // keyState is one key's buffer: the current chunk, consumed lock-free,
-// and a queue of chunks behind it, refilled in the background.
+// and a queue of chunks behind it, refilled in the background; or, for a
+// key that is not prefetched, the requests its calls share (co).
 type keyState struct {
 	name, token string
 	c           *Client
 	cur         atomic.Pointer[chunk]
 	mode        atomic.Int32
+	leader      atomic.Pointer[string] // the node name answers give as the key's leader
+	ranged      atomic.Bool            // a direct key's calls are served from ranges (monotonic keys)
+	co          coalescer
 
 	mu        sync.Mutex
 	strategy  string
+	epoch     uint64   // counts resets: a refill started before one buffers nothing
+	gens      []string // the key's generation on each endpoint (by index), "" before an answer said
 	queue     []*chunk
 	queued    int64         // IDs in queue
 	fl        *flight       // the running refill, nil if none
@@ -64,6 +89,78 @@ type keyState struct {
 	starved   bool          // a caller found the buffer empty since the last refill started
 
 	refills, refillErrors atomic.Int64
+	requests, resets      atomic.Int64 // shared requests of calls (direct keys); buffers dropped
+}
+
+// heard records what an answer of e said: e's node name, the key's
+// leader, and the key's strategy and generation on e. When the key
+// changed under the client (a strategy other than the one it learned, or
+// a new generation on e: the key was deleted and created again there), it
+// drops the buffer and the key is learned anew by the next refill;
+// heard then reports true, and the caller must not buffer the answer's
+// IDs. Calls waiting on a shared request still get its IDs: that request
+// was sent after they began, which is all they need.
+func (k *keyState) heard(e *endpoint, m meta) bool {
+	e.learn(m.node)
+	if m.leader != "" {
+		if p := k.leader.Load(); p == nil || *p != m.leader {
+			l := m.leader
+			k.leader.Store(&l)
+		}
+	}
+	if m.strategy == "" && m.generation == "" {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	changed := m.strategy != "" && k.strategy != "" && m.strategy != k.strategy
+	if m.generation != "" {
+		if k.gens == nil {
+			k.gens = make([]string, len(k.c.pool.eps))
+		}
+		if old := k.gens[e.idx]; old != "" && old != m.generation {
+			changed = true
+		}
+		k.gens[e.idx] = m.generation
+	}
+	if changed {
+		k.resetLocked()
+	}
+	return changed
+}
+
+// resetLocked drops what the key holds and forgets its strategy: the
+// next call probes it again. k.mu is held.
+func (k *keyState) resetLocked() {
+	k.epoch++
+	k.resets.Add(1)
+	k.cur.Store(nil)
+	clear(k.queue)
+	k.queue, k.queued = nil, 0
+	k.strategy = ""
+	k.mode.Store(modeUnknown)
+	k.ranged.Store(false)
+	k.batch, k.started, k.starved = int64(k.c.opts.MinBatch), false, false
+	close(k.wake)
+	k.wake = make(chan struct{})
+}
+
+// leaderEndpoint is the endpoint of the node the key's answers name as
+// its leader, nil when none is known (or no endpoint has said it is
+// that node).
+func (k *keyState) leaderEndpoint() *endpoint {
+	p := k.leader.Load()
+	if p == nil {
+		return nil
+	}
+	return k.c.pool.byNode(*p)
+}
+
+func (k *keyState) leaderName() string {
+	if p := k.leader.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (k *keyState) strategyName() string {
@@ -98,16 +195,13 @@ func (k *keyState) take(dst []int64) int {
 			}
 			continue
 		}
-		want := int64(len(dst) - got)
-		end := ch.next.Add(want)
-		i := end - want
-		if i >= ch.n {
+		i, m := ch.reserve(int64(len(dst) - got))
+		if m == 0 {
 			if !k.promote(ch) {
 				break
 			}
 			continue
 		}
-		m := min(end, ch.n) - i
 		if i <= ch.low && ch.low < i+m {
 			k.kick()
 		}
@@ -219,7 +313,7 @@ func (k *keyState) startLocked() *flight {
 		size = k.sizeLocked()
 	}
 	k.c.wg.Add(1)
-	go k.refill(f, size)
+	go k.refill(f, size, k.epoch)
 	return f
 }
 
@@ -231,10 +325,17 @@ func (k *keyState) pushLocked(ch *chunk) {
 	k.wake = make(chan struct{})
 }
 
-func (k *keyState) push(ch *chunk) {
+// push queues a chunk fetched by a refill that started at epoch, unless
+// the key was reset since (its IDs become a gap); it reports whether it
+// did.
+func (k *keyState) push(epoch uint64, ch *chunk) bool {
 	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.epoch != epoch {
+		return false
+	}
 	k.pushLocked(ch)
-	k.mu.Unlock()
+	return true
 }
 
 // RefillEvent describes one refill.
@@ -252,8 +353,9 @@ type Range struct{ First, Count int64 }
 
 // refill fetches size IDs into the queue, request by request (at most
 // maxCount each, lowered when a server refuses that many), and ends the
-// flight.
-func (k *keyState) refill(f *flight, size int64) {
+// flight. It stops, buffering nothing more, once the key is reset (an
+// answer said it changed): epoch is the key's when the refill started.
+func (k *keyState) refill(f *flight, size int64, epoch uint64) {
 	c := k.c
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
@@ -261,25 +363,34 @@ func (k *keyState) refill(f *flight, size int64) {
 	start := c.clk.Mono()
 	ev := RefillEvent{Key: k.name, Asked: size}
 	var err error
+	// stale reports that the key was reset since the refill started.
+	stale := func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.epoch != epoch
+	}
 	switch k.mode.Load() {
 	case modeUnknown:
-		err = k.probe(ctx)
+		err = k.probe(ctx, epoch)
 		if err == nil {
 			ev.Got = 1
 		}
 	case modeRange:
-		for ev.Got < size && err == nil {
+		for ev.Got < size && err == nil && !stale() {
 			n := c.rangeCount(size - ev.Got)
 			var r Range
-			r, err = do(ctx, c.pool, k.name, func(ctx context.Context, t transport) (Range, error) {
-				first, count, err := t.rangeOf(ctx, k.name, k.token, n)
+			r, err = do(ctx, c.pool, k.name, nil, func(ctx context.Context, e *endpoint) (Range, error) {
+				first, count, m, err := e.t.rangeOf(ctx, k.name, k.token, n)
+				if k.heard(e, m) && err == nil {
+					count = 0 // the key changed: these IDs are a gap
+				}
 				return Range{first, count}, err
 			})
 			var ce *Error
 			if errors.As(err, &ce) && ce.Status == 400 && ce.Field == "key" && (ce.Code == "unsupported" || ce.Code == "invalid_argument") {
 				// A segment key with a step other than 1 has no ranges:
 				// fetch batches of IDs instead.
-				k.mode.Store(modeBatch)
+				k.mode.CompareAndSwap(modeRange, modeBatch)
 				err = nil
 				break
 			}
@@ -288,17 +399,22 @@ func (k *keyState) refill(f *flight, size int64) {
 				continue
 			}
 			if err == nil {
+				if r.Count == 0 || !k.push(epoch, newChunk(r.First, r.Count, nil)) {
+					break
+				}
 				ev.Got += r.Count
 				ev.Ranges = append(ev.Ranges, r)
-				k.push(newChunk(r.First, r.Count, nil))
 			}
 		}
 	case modeBatch:
-		for ev.Got < size && err == nil {
+		for ev.Got < size && err == nil && !stale() {
 			n := c.count(size - ev.Got)
 			var ids []int64
-			ids, err = do(ctx, c.pool, k.name, func(ctx context.Context, t transport) ([]int64, error) {
-				_, ids, text, err := t.ids(ctx, k.name, k.token, n)
+			ids, err = do(ctx, c.pool, k.name, nil, func(ctx context.Context, e *endpoint) ([]int64, error) {
+				ids, text, m, err := e.t.ids(ctx, k.name, k.token, n)
+				if k.heard(e, m) && err == nil {
+					return nil, nil // the key changed: these IDs are a gap
+				}
 				if err == nil && text {
 					return nil, &Error{Endpoint: "", Message: "a batch key answered text IDs", Retryable: true, Err: errMalformed}
 				}
@@ -309,8 +425,10 @@ func (k *keyState) refill(f *flight, size int64) {
 				continue
 			}
 			if err == nil {
+				if len(ids) == 0 || !k.push(epoch, newChunk(0, int64(len(ids)), ids)) {
+					break
+				}
 				ev.Got += int64(len(ids))
-				k.push(newChunk(0, int64(len(ids)), ids))
 			}
 		}
 	}
@@ -336,21 +454,25 @@ func (k *keyState) refill(f *flight, size int64) {
 // probe asks for one ID: its answer names the key's strategy, which says
 // how the key is served from then on. The ID is queued like any other,
 // except for keys served one request per call, which drop it.
-func (k *keyState) probe(ctx context.Context) error {
+func (k *keyState) probe(ctx context.Context, epoch uint64) error {
 	type answer struct {
 		strategy string
 		ids      []int64
 		text     bool
 	}
-	a, err := do(ctx, k.c.pool, k.name, func(ctx context.Context, t transport) (answer, error) {
-		s, ids, text, err := t.ids(ctx, k.name, k.token, 1)
-		return answer{s, ids, text}, err
+	a, err := do(ctx, k.c.pool, k.name, nil, func(ctx context.Context, e *endpoint) (answer, error) {
+		ids, text, m, err := e.t.ids(ctx, k.name, k.token, 1)
+		k.heard(e, m)
+		return answer{m.strategy, ids, text}, err
 	})
 	if err != nil {
 		return err
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.epoch != epoch {
+		return nil // reset meanwhile: the next refill probes again
+	}
 	k.strategy = a.strategy
 	switch {
 	case a.text:
@@ -366,6 +488,10 @@ func (k *keyState) probe(ctx context.Context) error {
 		// that started the probe may have given up, and an ID answered
 		// before other calls were answered is below theirs. It becomes a
 		// gap; every call asks for its own.
+		//
+		// A monotonic key hands out a range whole: calls that share a
+		// request ask for a range, whose answer is two numbers.
+		k.ranged.Store(a.strategy == "monotonic")
 		k.mode.Store(modeDirect)
 		return nil
 	}

@@ -97,7 +97,7 @@ func New(endpoints []string, opts Options) (*Client, error) {
 			c.closeTransports()
 			return nil, err
 		}
-		c.pool.eps = append(c.pool.eps, &endpoint{url: u, t: t})
+		c.pool.eps = append(c.pool.eps, &endpoint{url: u, t: t, idx: len(c.pool.eps)})
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	m := map[string]*keyState{}
@@ -262,9 +262,9 @@ func (c *Client) Range(ctx context.Context, key string, n int64) (first, count i
 			if ch.ids != nil {
 				want = 1
 			}
-			end := ch.next.Add(want)
-			if i := end - want; i < ch.n {
-				got := min(end, ch.n) - i
+			// reserve, not an add of n: a retry on a used-up chunk must
+			// not move its counter (2^23 retries of 2^40 wrapped it).
+			if i, got := ch.reserve(want); got > 0 {
 				if i <= ch.low && ch.low < i+got {
 					k.kick()
 				}
@@ -294,8 +294,9 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 // fill is the slow path of Next and NextN: take from the buffer, wait for
-// refills (or ask directly for keys that are not prefetched), retry with
-// backoff, until dst[got:] is full or ctx ends.
+// refills (or, for keys that are not prefetched, share a request with
+// concurrent calls), retry with backoff, until dst[got:] is full or ctx
+// ends.
 func (c *Client) fill(ctx context.Context, k *keyState, dst []int64, got int) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -312,7 +313,7 @@ func (c *Client) fill(ctx context.Context, k *keyState, dst []int64, got int) er
 		case modeText:
 			return k.textErr()
 		case modeDirect:
-			n, err := c.direct(ctx, k, dst[got:])
+			n, err := k.coalesced(ctx, dst[got:])
 			got += n
 			if err == nil {
 				continue
@@ -392,29 +393,6 @@ func (e *WaitError) Unwrap() []error {
 	return out
 }
 
-// direct asks an endpoint for len(dst) IDs (at most maxCount) of a key
-// that is not prefetched: each call is its own request, sent after the
-// call began, so a monotonic key stays linearizable.
-func (c *Client) direct(ctx context.Context, k *keyState, dst []int64) (int, error) {
-	for {
-		n := c.count(int64(len(dst)))
-		ids, err := do(ctx, c.pool, k.name, func(ctx context.Context, t transport) ([]int64, error) {
-			_, ids, text, err := t.ids(ctx, k.name, k.token, n)
-			if err == nil && text {
-				return nil, k.textErr()
-			}
-			return ids, err
-		})
-		if err != nil {
-			if c.fewer(err, n) {
-				continue
-			}
-			return 0, err
-		}
-		return copy(dst, ids), nil
-	}
-}
-
 // Buffered returns how many IDs of key the client holds.
 func (c *Client) Buffered(key string) int64 {
 	k, ok := (*c.keys.Load())[key]
@@ -433,12 +411,23 @@ type KeyStats struct {
 	Batch        int64  // IDs the next refill asks for
 	Refills      int64  // refills that brought IDs
 	RefillErrors int64  // refills that brought none
+	// Requests counts the requests sent for calls of a key that is not
+	// prefetched (concurrent calls share one).
+	Requests int64
+	// Resets counts the times the buffer was dropped because an answer
+	// said the key changed: another strategy, or a new generation on
+	// one endpoint (deleted and created again there).
+	Resets int64
+	// Leader is the node name answers gave as the key's leader (a
+	// monotonic key on etcd); "" when none did.
+	Leader string
 }
 
 // EndpointStats describes one endpoint's health.
 type EndpointStats struct {
 	URL       string
-	Available bool // its circuit breaker is closed
+	Node      string // the node name its answers give; "" until one did
+	Available bool   // its circuit breaker is closed
 	Requests  int64
 	Failures  int64
 	LastError string // of the current run of failures
@@ -463,12 +452,13 @@ func (c *Client) Stats() Stats {
 		ks.Prefetched = m == modeRange || m == modeBatch
 		ks.Buffered = k.buffered()
 		ks.Refills, ks.RefillErrors = k.refills.Load(), k.refillErrors.Load()
+		ks.Requests, ks.Resets, ks.Leader = k.requests.Load(), k.resets.Load(), k.leaderName()
 		s.Keys = append(s.Keys, ks)
 	}
 	now := c.clk.Mono()
 	for _, e := range c.pool.eps {
 		closed, _ := e.state(now, c.opts.BreakerThreshold)
-		es := EndpointStats{URL: e.url, Available: closed, Requests: e.requests.Load(), Failures: e.failures.Load()}
+		es := EndpointStats{URL: e.url, Node: e.nodeName(), Available: closed, Requests: e.requests.Load(), Failures: e.failures.Load()}
 		e.mu.Lock()
 		if e.lastErr != nil {
 			es.LastError = e.lastErr.Error()

@@ -29,13 +29,55 @@ type cluster struct {
 	next    map[string]int64
 	issued  atomic.Int64 // IDs handed out by all nodes
 	token   string       // required for key "secret"
-	counted sync.Map     // key -> *atomic.Int64 requests
+	counted sync.Map     // key -> *atomic.Int64 requests; "key/op" and "key/op/count" too (op ids or range)
 	max     int          // the nodes' max_count; 0: 10000
+
+	// Like a server's answer headers: a key's strategy (overriding
+	// fakeStrategy), its generation (bumped when it is re-created) and
+	// the leader of its monotonic keys.
+	strategy map[string]string
+	gen      map[string]int
+	leader   string // node name; "" unknown
 }
 
-func newCluster() *cluster { return &cluster{next: map[string]int64{}, token: "s3cret"} }
+func newCluster() *cluster {
+	return &cluster{next: map[string]int64{}, token: "s3cret", strategy: map[string]string{}, gen: map[string]int{}}
+}
 
-var fakeStrategy = map[string]string{"order": "segment", "flake": "snowflake", "tick": "ticket", "mono": "monotonic", "uuid": "uuid", "secret": "segment", "count": "counter", "stepped": "segment"}
+// strategyOf returns key's strategy and generation, ok false for an
+// unknown key.
+func (c *cluster) strategyOf(key string) (st string, gen int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok = c.strategy[key]; !ok {
+		st, ok = fakeStrategy[key]
+	}
+	return st, c.gen[key], ok
+}
+
+// recreate deletes key and creates it again with strategy st: a new
+// generation, and IDs counted on from first.
+func (c *cluster) recreate(key, st string, first int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.strategy[key] = st
+	c.gen[key]++
+	c.next[key] = first - 1
+}
+
+// last returns the last ID of key handed out.
+func (c *cluster) last(key string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next[key]
+}
+
+func (c *cluster) count(what string) {
+	v, _ := c.counted.LoadOrStore(what, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+var fakeStrategy = map[string]string{"order": "segment", "flake": "snowflake", "tick": "ticket", "mono": "monotonic", "uuid": "uuid", "secret": "segment", "count": "counter", "stepped": "segment", "re": "segment"}
 
 func (c *cluster) take(key string, n int64) int64 {
 	c.mu.Lock()
@@ -65,15 +107,23 @@ const (
 // fakeNode is one HTTP node of a cluster with a switchable fault.
 type fakeNode struct {
 	c     *cluster
+	name  string // Idmint-Node; "" sends none (a server before the header)
 	mode  atomic.Int32
 	srv   *httptest.Server
 	calls atomic.Int64
+	byKey sync.Map      // key -> *atomic.Int64: requests of that key it answered
 	hold  chan struct{} // modeSlow waits on it or the request
 	gate  chan struct{} // modeGate waits on it, then answers
 }
 
 func newFakeNode(t *testing.T, c *cluster) *fakeNode {
-	n := &fakeNode{c: c, hold: make(chan struct{}), gate: make(chan struct{})}
+	return newNamedNode(t, c, "")
+}
+
+// newNamedNode is newFakeNode whose answers carry the headers of a
+// current server: Idmint-Node: name, and the key's.
+func newNamedNode(t *testing.T, c *cluster, name string) *fakeNode {
+	n := &fakeNode{c: c, name: name, hold: make(chan struct{}), gate: make(chan struct{})}
 	n.srv = httptest.NewServer(n)
 	t.Cleanup(func() {
 		close(n.hold)
@@ -84,6 +134,12 @@ func newFakeNode(t *testing.T, c *cluster) *fakeNode {
 
 func (n *fakeNode) url() string { return n.srv.URL }
 
+// keyCalls returns how many requests of key n answered.
+func (n *fakeNode) keyCalls(key string) int64 {
+	v, _ := n.byKey.LoadOrStore(key, new(atomic.Int64))
+	return v.(*atomic.Int64).Load()
+}
+
 func writeErr(w http.ResponseWriter, status int, code, field, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -93,6 +149,9 @@ func writeErr(w http.ResponseWriter, status int, code, field, msg string) {
 
 func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n.calls.Add(1)
+	if n.name != "" {
+		w.Header().Set("Idmint-Node", n.name)
+	}
 	switch n.mode.Load() {
 	case modeGarbage:
 		w.Write([]byte(`{"first":"12","last":"oops`))
@@ -128,13 +187,16 @@ func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, op := parts[0], parts[1]
-	st, ok := fakeStrategy[key]
+	st, gen, ok := n.c.strategyOf(key)
 	if !ok {
 		writeErr(w, 404, "unknown_key", "key", "no key called "+strconv.Quote(key))
 		return
 	}
-	v, _ := n.c.counted.LoadOrStore(key, new(atomic.Int64))
+	v, _ := n.byKey.LoadOrStore(key, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
+	n.c.count(key)
+	n.c.count(key + "/" + op)
+	n.c.count(key + "/" + op + "/" + r.URL.Query().Get("count"))
 	if key == "secret" && r.Header.Get("Authorization") != "Bearer "+n.c.token {
 		if r.Header.Get("Authorization") == "" {
 			writeErr(w, 401, "unauthorized", "Authorization", "a bearer token is required")
@@ -142,6 +204,15 @@ func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, 403, "forbidden", "Authorization", "wrong token")
 		}
 		return
+	}
+	if n.name != "" {
+		w.Header().Set("Idmint-Strategy", st)
+		w.Header().Set("Idmint-Key-Generation", n.name+"."+strconv.Itoa(gen))
+		n.c.mu.Lock()
+		if l := n.c.leader; l != "" && st == "monotonic" {
+			w.Header().Set("Idmint-Leader", l)
+		}
+		n.c.mu.Unlock()
 	}
 	count, err := strconv.Atoi(r.URL.Query().Get("count"))
 	maxCount := 10000
@@ -155,7 +226,7 @@ func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch op {
 	case "range":
-		if st != "segment" || key == "stepped" {
+		if (st != "segment" && st != "monotonic") || key == "stepped" {
 			writeErr(w, 400, "unsupported", "key", "no ranges")
 			return
 		}

@@ -44,6 +44,11 @@ type Options struct {
 	// MaxCount is the most IDs one request asks for: the servers'
 	// max_count. Default 10000, the server's default.
 	MaxCount int
+	// MaxInFlight is how many requests the calls of one key that is not
+	// prefetched (monotonic) may have in flight at once. Concurrent calls
+	// share a request; a call that arrives while every slot is busy waits
+	// for the next one. Default 2.
+	MaxInFlight int
 
 	// BreakerThreshold is how many consecutive failures open an
 	// endpoint's circuit breaker. Default 2.
@@ -82,6 +87,9 @@ func (o *Options) setDefaults() {
 	if o.MaxCount == 0 {
 		o.MaxCount = 10000
 	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 2
+	}
 	if o.BreakerThreshold == 0 {
 		o.BreakerThreshold = 2
 	}
@@ -115,6 +123,8 @@ func (o *Options) validate() error {
 		return bad("MaxBatch", o.MaxBatch, "must be at most 2^30")
 	case o.MaxCount < 1 || o.MaxCount > 1_000_000:
 		return bad("MaxCount", o.MaxCount, "must be between 1 and 1000000 (the server's max_count range)")
+	case o.MaxInFlight < 1 || o.MaxInFlight > 64:
+		return bad("MaxInFlight", o.MaxInFlight, "must be between 1 and 64")
 	case o.BreakerThreshold < 1:
 		return bad("BreakerThreshold", o.BreakerThreshold, "must be at least 1")
 	case o.MinBackoff < 0:

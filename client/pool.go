@@ -13,8 +13,10 @@ import (
 
 // endpoint is one server and its health.
 type endpoint struct {
-	url string
-	t   transport
+	url  string
+	t    transport
+	idx  int                    // its index in pool.eps
+	node atomic.Pointer[string] // the node name its answers give (Idmint-Node), nil until one did
 
 	mu        sync.Mutex
 	fails     int           // consecutive failures
@@ -37,7 +39,39 @@ type pool struct {
 	failovers, hedges atomic.Int64
 }
 
-// open reports whether e's breaker keeps it out of rotation at now.
+// learn records the node name an answer of e gave.
+func (e *endpoint) learn(node string) {
+	if node == "" {
+		return
+	}
+	if p := e.node.Load(); p == nil || *p != node {
+		e.node.Store(&node)
+	}
+}
+
+// nodeName is the name e's answers last gave, "" if none did.
+func (e *endpoint) nodeName() string {
+	if p := e.node.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// byNode returns the endpoint whose answers name node, nil if none does.
+func (p *pool) byNode(node string) *endpoint {
+	if node == "" {
+		return nil
+	}
+	for _, e := range p.eps {
+		if n := e.node.Load(); n != nil && *n == node {
+			return e
+		}
+	}
+	return nil
+}
+
+// state reports whether e's breaker is closed at now, and if not whether
+// it is half-open (one probe may go).
 func (e *endpoint) state(now time.Duration, threshold int) (closed, halfOpen bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -50,21 +84,24 @@ func (e *endpoint) state(now time.Duration, threshold int) (closed, halfOpen boo
 	return false, !e.probing
 }
 
-// pick returns the endpoints to try, in order: half-open ones first (one
-// probe each: a node that came back rejoins with the next request, and one
-// still down costs a failover or a hedge), then closed ones starting at a
-// rotating index. When none may be tried, retryAt is the soonest end of a
-// backoff.
-func (p *pool) pick() (order []*endpoint, retryAt time.Duration) {
+// pick returns the endpoints to try, in order: prefer first when it may
+// be tried (a key's leader), then half-open ones (one probe each: a node
+// that came back rejoins with the next request, and one still down costs
+// a failover or a hedge), then closed ones starting at a rotating index.
+// When none may be tried, retryAt is the soonest end of a backoff.
+func (p *pool) pick(prefer *endpoint) (order []*endpoint, retryAt time.Duration) {
 	now := p.clk.Mono()
 	n := len(p.eps)
 	start := int(p.rr.Add(1)) % n
 	var half []*endpoint
+	var first *endpoint
 	retryAt = -1
 	for i := range n {
 		e := p.eps[(start+i)%n]
 		closed, ho := e.state(now, p.opts.BreakerThreshold)
 		switch {
+		case e == prefer && (closed || ho):
+			first = e
 		case closed:
 			order = append(order, e)
 		case ho:
@@ -81,7 +118,11 @@ func (p *pool) pick() (order []*endpoint, retryAt time.Duration) {
 			}
 		}
 	}
-	return append(half, order...), retryAt
+	order = append(half, order...)
+	if first != nil {
+		order = append([]*endpoint{first}, order...)
+	}
+	return order, retryAt
 }
 
 // success closes e's breaker.
@@ -128,15 +169,16 @@ type result[T any] struct {
 	e   *endpoint
 }
 
-// do runs op against endpoints until one succeeds: a retryable failure
-// moves on to the next endpoint at once (a failover), and an attempt still
-// unanswered after HedgeAfter is joined by one on the next endpoint (a
-// hedge); the first success wins and the others are cancelled. A
-// permanent failure is returned at once. When every endpoint tried has
-// failed, or none may be tried, the error is an *unavailable.
-func do[T any](ctx context.Context, p *pool, key string, op func(context.Context, transport) (T, error)) (T, error) {
+// do runs op against endpoints until one succeeds, prefer first when it
+// is not nil and may be tried: a retryable failure moves on to the next
+// endpoint at once (a failover), and an attempt still unanswered after
+// HedgeAfter is joined by one on the next endpoint (a hedge); the first
+// success wins and the others are cancelled. A permanent failure is
+// returned at once. When every endpoint tried has failed, or none may be
+// tried, the error is an *unavailable.
+func do[T any](ctx context.Context, p *pool, key string, prefer *endpoint, op func(context.Context, *endpoint) (T, error)) (T, error) {
 	var zero T
-	order, retryAt := p.pick()
+	order, retryAt := p.pick(prefer)
 	if len(order) == 0 {
 		return zero, &unavailable{retryAt: retryAt}
 	}
@@ -161,7 +203,7 @@ func do[T any](ctx context.Context, p *pool, key string, op func(context.Context
 		running = append(running, attempt{e, p.clk.Mono()})
 		go func() {
 			actx, acancel := context.WithTimeout(ctx, p.opts.AttemptTimeout)
-			v, err := op(actx, e.t)
+			v, err := op(actx, e)
 			acancel()
 			results <- result[T]{v, err, e}
 		}()
@@ -248,6 +290,6 @@ func do[T any](ctx context.Context, p *pool, key string, op func(context.Context
 			return zero, &unavailable{last: errors.Join(last, ctx.Err()), tried: next}
 		}
 	}
-	_, retryAt = p.pick()
+	_, retryAt = p.pick(nil)
 	return zero, &unavailable{last: last, tried: next, retryAt: retryAt}
 }

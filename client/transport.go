@@ -23,14 +23,55 @@ import (
 	v1 "github.com/idmint/idmint/api/idmintv1"
 )
 
-// transport speaks to one endpoint.
+// transport speaks to one endpoint. Both calls return what the answer
+// said about its node and key (meta), on errors too when the answer came
+// from an idmint node.
 type transport interface {
 	// rangeOf reserves up to n contiguous numbers: [first, first+count).
-	rangeOf(ctx context.Context, key, token string, n int) (first, count int64, err error)
-	// ids returns exactly n IDs and the key's strategy. text is true
-	// (and ids empty) when the key issues text IDs.
-	ids(ctx context.Context, key, token string, n int) (strategy string, ids []int64, text bool, err error)
+	rangeOf(ctx context.Context, key, token string, n int) (first, count int64, m meta, err error)
+	// ids returns exactly n IDs; m.strategy is the key's strategy. text
+	// is true (and ids empty) when the key issues text IDs.
+	ids(ctx context.Context, key, token string, n int) (ids []int64, text bool, m meta, err error)
 	close()
+}
+
+// meta is what an answer says about the node that sent it and the key:
+// the Idmint-Node, Idmint-Strategy, Idmint-Key-Generation and
+// Idmint-Leader headers (gRPC: the same, lowercase, as header metadata).
+// Fields are "" when absent.
+type meta struct {
+	node       string // the answering node's name
+	strategy   string // the key's strategy
+	generation string // opaque; changes when the key is built anew on that node
+	leader     string // the name of the node leading the key, as the answering node knows it
+}
+
+// The answer headers meta reads.
+const (
+	headerNode       = "Idmint-Node"
+	headerStrategy   = "Idmint-Strategy"
+	headerGeneration = "Idmint-Key-Generation"
+	headerLeader     = "Idmint-Leader"
+)
+
+func metaOfHTTP(h http.Header) meta {
+	first := func(k string) string {
+		if v := h[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return meta{node: first(headerNode), strategy: first(headerStrategy), generation: first(headerGeneration), leader: first(headerLeader)}
+}
+
+func metaOfGRPC(md metadata.MD) meta {
+	first := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return meta{node: first("idmint-node"), strategy: first("idmint-strategy"), generation: first("idmint-key-generation"), leader: first("idmint-leader")}
 }
 
 // newTransport builds the transport an endpoint URL names: http://,
@@ -87,31 +128,33 @@ func (h *httpTransport) close() {
 	}
 }
 
-// get sends GET url and returns the body of a 200 answer, or an *Error.
-func (h *httpTransport) get(ctx context.Context, u, token string, limit int64) ([]byte, error) {
+// get sends GET url and returns the body of a 200 answer, or an *Error,
+// and what the answer's headers said.
+func (h *httpTransport) get(ctx context.Context, u, token string, limit int64) ([]byte, meta, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, &Error{Endpoint: h.base, Message: err.Error(), Err: err}
+		return nil, meta{}, &Error{Endpoint: h.base, Message: err.Error(), Err: err}
 	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header["Authorization"] = []string{"Bearer " + token}
 	}
 	resp, err := h.hc.Do(req)
 	if err != nil {
-		return nil, &Error{Endpoint: h.base, Message: err.Error(), Retryable: true, Err: err}
+		return nil, meta{}, &Error{Endpoint: h.base, Message: err.Error(), Retryable: true, Err: err}
 	}
 	defer resp.Body.Close()
+	m := metaOfHTTP(resp.Header)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, &Error{Endpoint: h.base, Status: resp.StatusCode, Message: "read answer: " + err.Error(), Retryable: true, Err: err}
+		return nil, m, &Error{Endpoint: h.base, Status: resp.StatusCode, Message: "read answer: " + err.Error(), Retryable: true, Err: err}
 	}
 	if resp.StatusCode == http.StatusOK {
 		if int64(len(body)) > limit {
-			return nil, &Error{Endpoint: h.base, Status: resp.StatusCode, Message: fmt.Sprintf("answer larger than %d bytes", limit), Retryable: true, Err: errMalformed}
+			return nil, m, &Error{Endpoint: h.base, Status: resp.StatusCode, Message: fmt.Sprintf("answer larger than %d bytes", limit), Retryable: true, Err: errMalformed}
 		}
-		return body, nil
+		return body, m, nil
 	}
-	return nil, httpError(h.base, resp, body)
+	return nil, m, httpError(h.base, resp, body)
 }
 
 // httpError classifies an error answer. 400, 401, 403 and a 404 that
@@ -178,10 +221,15 @@ func (h *httpTransport) malformed(what string, body []byte, detail string) *Erro
 	return &Error{Endpoint: h.base, Status: http.StatusOK, Message: fmt.Sprintf("%s: %s in %q", what, detail, trunc(string(body))), Retryable: true, Err: errMalformed}
 }
 
-func (h *httpTransport) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, error) {
-	body, err := h.get(ctx, h.base+"/v1/keys/"+url.PathEscape(key)+"/range?count="+strconv.Itoa(n), token, 4096)
+func (h *httpTransport) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, meta, error) {
+	first, count, m, err := h.rangeBody(ctx, key, token, n)
+	return first, count, m, err
+}
+
+func (h *httpTransport) rangeBody(ctx context.Context, key, token string, n int) (int64, int64, meta, error) {
+	body, m, err := h.get(ctx, h.base+"/v1/keys/"+url.PathEscape(key)+"/range?count="+strconv.Itoa(n), token, 4096)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, m, err
 	}
 	var v struct {
 		Key   string `json:"key"`
@@ -190,23 +238,23 @@ func (h *httpTransport) rangeOf(ctx context.Context, key, token string, n int) (
 		Count int64  `json:"count"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
-		return 0, 0, h.malformed("range answer", body, err.Error())
+		return 0, 0, m, h.malformed("range answer", body, err.Error())
 	}
 	first, err1 := strconv.ParseInt(v.First, 10, 64)
 	last, err2 := strconv.ParseInt(v.Last, 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, 0, h.malformed("range answer", body, err.Error())
+		return 0, 0, m, h.malformed("range answer", body, err.Error())
 	}
 	if v.Key != key || v.Count < 1 || v.Count > int64(n) || first > last || last-first+1 != v.Count {
-		return 0, 0, h.malformed("range answer", body, fmt.Sprintf("key %q, first %d, last %d, count %d for %d asked of key %q", v.Key, first, last, v.Count, n, key))
+		return 0, 0, m, h.malformed("range answer", body, fmt.Sprintf("key %q, first %d, last %d, count %d for %d asked of key %q", v.Key, first, last, v.Count, n, key))
 	}
-	return first, v.Count, nil
+	return first, v.Count, m, nil
 }
 
-func (h *httpTransport) ids(ctx context.Context, key, token string, n int) (string, []int64, bool, error) {
-	body, err := h.get(ctx, h.base+"/v1/keys/"+url.PathEscape(key)+"/ids?count="+strconv.Itoa(n), token, int64(4096+n*48))
+func (h *httpTransport) ids(ctx context.Context, key, token string, n int) ([]int64, bool, meta, error) {
+	body, m, err := h.get(ctx, h.base+"/v1/keys/"+url.PathEscape(key)+"/ids?count="+strconv.Itoa(n), token, int64(4096+n*48))
 	if err != nil {
-		return "", nil, false, err
+		return nil, false, m, err
 	}
 	var v struct {
 		Key      string   `json:"key"`
@@ -214,24 +262,25 @@ func (h *httpTransport) ids(ctx context.Context, key, token string, n int) (stri
 		IDs      []string `json:"ids"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
-		return "", nil, false, h.malformed("ids answer", body, err.Error())
+		return nil, false, m, h.malformed("ids answer", body, err.Error())
 	}
 	if v.Key != key || v.Strategy == "" || len(v.IDs) != n {
-		return "", nil, false, h.malformed("ids answer", body, fmt.Sprintf("key %q, strategy %q, %d IDs for %d asked of key %q", v.Key, v.Strategy, len(v.IDs), n, key))
+		return nil, false, m, h.malformed("ids answer", body, fmt.Sprintf("key %q, strategy %q, %d IDs for %d asked of key %q", v.Key, v.Strategy, len(v.IDs), n, key))
 	}
+	m.strategy = v.Strategy // the body says it too, also from servers without the header
 	out := make([]int64, n)
 	for i, s := range v.IDs {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			// Not a number: a text key (the first ID tells) or garbage.
 			if i == 0 {
-				return v.Strategy, nil, true, nil
+				return nil, true, m, nil
 			}
-			return "", nil, false, h.malformed("ids answer", body, err.Error())
+			return nil, false, m, h.malformed("ids answer", body, err.Error())
 		}
 		out[i] = id
 	}
-	return v.Strategy, out, false, nil
+	return out, false, m, nil
 }
 
 type grpcTransport struct {
@@ -276,32 +325,37 @@ func (g *grpcTransport) err(err error, trailer metadata.MD) *Error {
 	return e
 }
 
-func (g *grpcTransport) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, error) {
-	var tr metadata.MD
-	r, err := g.c.NextRange(g.ctx(ctx, token), &v1.NextRangeRequest{Key: key, Count: uint32(n)}, grpc.Trailer(&tr))
+func (g *grpcTransport) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, meta, error) {
+	var hd, tr metadata.MD
+	r, err := g.c.NextRange(g.ctx(ctx, token), &v1.NextRangeRequest{Key: key, Count: uint32(n)}, grpc.Header(&hd), grpc.Trailer(&tr))
+	m := metaOfGRPC(hd)
 	if err != nil {
-		return 0, 0, g.err(err, tr)
+		return 0, 0, m, g.err(err, tr)
 	}
 	if r.GetKey() != key || r.GetCount() < 1 || r.GetCount() > int64(n) || r.GetFirst() > r.GetFirst()+r.GetCount()-1 {
-		return 0, 0, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("range answer: key %q, first %d, count %d for %d asked of key %q", r.GetKey(), r.GetFirst(), r.GetCount(), n, key), Retryable: true, Err: errMalformed}
+		return 0, 0, m, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("range answer: key %q, first %d, count %d for %d asked of key %q", r.GetKey(), r.GetFirst(), r.GetCount(), n, key), Retryable: true, Err: errMalformed}
 	}
-	return r.GetFirst(), r.GetCount(), nil
+	return r.GetFirst(), r.GetCount(), m, nil
 }
 
-func (g *grpcTransport) ids(ctx context.Context, key, token string, n int) (string, []int64, bool, error) {
-	var tr metadata.MD
+func (g *grpcTransport) ids(ctx context.Context, key, token string, n int) ([]int64, bool, meta, error) {
+	var hd, tr metadata.MD
 	// Fixed: the IDs come as 8-byte integers, copied out instead of one
 	// varint decode each; a server that predates it answers Ids.
-	r, err := g.c.NextIDs(g.ctx(ctx, token), &v1.NextIDsRequest{Key: key, Count: uint32(n), Fixed: true}, grpc.Trailer(&tr))
+	r, err := g.c.NextIDs(g.ctx(ctx, token), &v1.NextIDsRequest{Key: key, Count: uint32(n), Fixed: true}, grpc.Header(&hd), grpc.Trailer(&tr))
+	m := metaOfGRPC(hd)
 	if err != nil {
-		return "", nil, false, g.err(err, tr)
+		return nil, false, m, g.err(err, tr)
+	}
+	if r.GetStrategy() != "" {
+		m.strategy = r.GetStrategy()
 	}
 	ids, derr := r.NumericIDs(nil)
 	if len(r.GetTextIds()) == n && len(ids) == 0 && r.GetStrategy() != "" {
-		return r.GetStrategy(), nil, true, nil
+		return nil, true, m, nil
 	}
 	if derr != nil || r.GetKey() != key || r.GetStrategy() == "" || len(ids) != n {
-		return "", nil, false, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("ids answer: key %q, strategy %q, %d IDs for %d asked of key %q", r.GetKey(), r.GetStrategy(), len(ids), n, key), Retryable: true, Err: errMalformed}
+		return nil, false, m, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("ids answer: key %q, strategy %q, %d IDs for %d asked of key %q", r.GetKey(), r.GetStrategy(), len(ids), n, key), Retryable: true, Err: errMalformed}
 	}
-	return r.GetStrategy(), ids, false, nil
+	return ids, false, m, nil
 }
