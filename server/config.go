@@ -93,7 +93,7 @@ type Config struct {
 	// MemoryLimit is the soft memory limit serve gives the Go runtime
 	// (runtime/debug.SetMemoryLimit), in bytes, unless GOMEMLIMIT is set:
 	// the collector works harder near it instead of letting garbage grow
-	// to GOGC's target. Default max(128 MiB, 4 x answer_budget); -1: none.
+	// to GOGC's target. Default max(96 MiB, 3 x answer_budget); -1: none.
 	MemoryLimit int64 `yaml:"memory_limit"`
 	// LeafSnowflakeKey serves /api/snowflake/get/{key} for keys that are
 	// not configured (Leaf's snowflake endpoint ignores the key) and
@@ -287,7 +287,7 @@ func (c *Config) SetDefaults() {
 		c.AnswerBudget = DefaultAnswerBudget
 	}
 	if c.MemoryLimit == 0 {
-		c.MemoryLimit = max(128<<20, 4*c.AnswerBudget)
+		c.MemoryLimit = max(96<<20, 3*c.AnswerBudget)
 	}
 	if c.LeafSnowflakeKey == "" {
 		if k, ok := c.Keys["snowflake"]; ok && k.Strategy == "snowflake" {

@@ -33,8 +33,7 @@ func (s semaphore) Release() { <-s }
 // request each used to hold every slot for idle_timeout while new clients
 // were answered by nobody. Connections busy with a request are never
 // closed; with all n busy, Accept waits for one to close
-// (golang.org/x/net/netutil.LimitListener's rule, written here to keep
-// x/net an indirect dependency).
+// (golang.org/x/net/netutil.LimitListener's rule, which has no eviction).
 type limitListener struct {
 	net.Listener
 	slots chan struct{}
