@@ -101,6 +101,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*
 }
 
 var int64Pool = sync.Pool{New: func() any { b := make([]int64, 0, 64); return &b }}
+
 // maxPooledAnswer is the largest answer buffer bytePool keeps.
 const maxPooledAnswer = 64 << 10
 
