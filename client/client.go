@@ -301,9 +301,26 @@ func (c *Client) fill(ctx context.Context, k *keyState, dst []int64, got int) er
 	if c.closed.Load() {
 		return ErrClosed
 	}
+	// A call of a key that is not prefetched first joins a shared
+	// request as it is: that request is bounded by Options.Timeout
+	// itself, and a context with a timer of its own per call was a third
+	// of the client's CPU at a million calls a second.
+	var failed error
+	if k.mode.Load() == modeDirect {
+		n, err := k.coalesced(ctx, dst[got:])
+		if got += n; err == nil && got == len(dst) {
+			return nil
+		}
+		failed = err
+	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	var last error
+	if failed != nil {
+		if err := c.backoff(ctx, k, failed, &last); err != nil {
+			return err
+		}
+	}
 	for {
 		got += k.take(dst[got:])
 		if got == len(dst) {
@@ -411,8 +428,9 @@ type KeyStats struct {
 	Batch        int64  // IDs the next refill asks for
 	Refills      int64  // refills that brought IDs
 	RefillErrors int64  // refills that brought none
-	// Requests counts the requests sent for calls of a key that is not
-	// prefetched (concurrent calls share one).
+	// Requests counts the requests sent to endpoints for calls of a key
+	// that is not prefetched (concurrent calls share one; a failover or
+	// a hedge is one more).
 	Requests int64
 	// Resets counts the times the buffer was dropped because an answer
 	// said the key changed: another strategy, or a new generation on

@@ -25,12 +25,13 @@ import (
 type node struct {
 	name, bin, cfg, data string
 	port                 int
+	grpcPort             int // 0: no gRPC listener
 	cmd                  *exec.Cmd
 	done                 chan struct{}
 	log                  *os.File
 }
 
-func freeTCPPort(t *testing.T) int {
+func freeTCPPort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +43,13 @@ func freeTCPPort(t *testing.T) int {
 func (n *node) url() string { return "http://127.0.0.1:" + strconv.Itoa(n.port) }
 
 // start runs the process and waits until it answers /healthz.
-func (n *node) start(t *testing.T) {
+func (n *node) start(t testing.TB) {
 	t.Helper()
-	n.cmd = exec.Command(n.bin, "serve", "--config", n.cfg, "--data", n.data, "--listen", "127.0.0.1:"+strconv.Itoa(n.port))
+	args := []string{"serve", "--config", n.cfg, "--data", n.data, "--listen", "127.0.0.1:" + strconv.Itoa(n.port)}
+	if n.grpcPort != 0 {
+		args = append(args, "--grpc-listen", "127.0.0.1:"+strconv.Itoa(n.grpcPort))
+	}
+	n.cmd = exec.Command(n.bin, args...)
 	n.cmd.Env = append(os.Environ(), "IDMINT_CONFIG=")
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
@@ -65,14 +70,14 @@ func (n *node) start(t *testing.T) {
 	})
 }
 
-func (n *node) signal(t *testing.T, s syscall.Signal) {
+func (n *node) signal(t testing.TB, s syscall.Signal) {
 	t.Helper()
 	if err := n.cmd.Process.Signal(s); err != nil {
 		t.Fatalf("%s: signal %v: %v", n.name, s, err)
 	}
 }
 
-func (n *node) kill(t *testing.T) {
+func (n *node) kill(t testing.TB) {
 	t.Helper()
 	n.signal(t, syscall.SIGKILL)
 	select {

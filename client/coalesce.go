@@ -76,18 +76,22 @@ func (k *keyState) coalesced(ctx context.Context, dst []int64) (int, error) {
 	if start {
 		go k.flush()
 	}
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		// Under co.mu: the batch may still be gathering, and a join may
-		// be moving its calls.
-		co.mu.Lock()
-		left := atomic.CompareAndSwapInt32(&b.calls[i].state, callWaiting, callGone)
-		co.mu.Unlock()
-		if left {
-			return 0, ctx.Err()
+	if done := ctx.Done(); done == nil { // context.Background: nothing to select
+		<-b.done
+	} else {
+		select {
+		case <-b.done:
+		case <-done:
+			// Under co.mu: the batch may still be gathering, and a join
+			// may be moving its calls.
+			co.mu.Lock()
+			left := atomic.CompareAndSwapInt32(&b.calls[i].state, callWaiting, callGone)
+			co.mu.Unlock()
+			if left {
+				return 0, ctx.Err()
+			}
+			<-b.done // the sender is writing this call's IDs: it ends soon
 		}
-		<-b.done // the sender is writing this call's IDs: it ends soon
 	}
 	cl := &b.calls[i]
 	if cl.n == len(cl.dst) {
@@ -175,11 +179,11 @@ func (k *keyState) send(b *batch) {
 func (k *keyState) request(ctx context.Context, want int64) (first, count int64, ids []int64, err error) {
 	c := k.c
 	for {
-		k.requests.Add(1)
 		if k.ranged.Load() {
 			n := c.rangeCount(want)
 			var r Range
 			r, err = do(ctx, c.pool, k.name, k.leaderEndpoint(), func(ctx context.Context, e *endpoint) (Range, error) {
+				k.requests.Add(1)
 				first, count, m, err := e.t.rangeOf(ctx, k.name, k.token, n)
 				k.heard(e, m)
 				return Range{first, count}, err
@@ -196,6 +200,7 @@ func (k *keyState) request(ctx context.Context, want int64) (first, count int64,
 		}
 		n := c.count(want)
 		ids, err = do(ctx, c.pool, k.name, k.leaderEndpoint(), func(ctx context.Context, e *endpoint) ([]int64, error) {
+			k.requests.Add(1)
 			ids, text, m, err := e.t.ids(ctx, k.name, k.token, n)
 			k.heard(e, m)
 			if err == nil && text {
