@@ -168,6 +168,12 @@ func parse(raw string) (driver, dsn string, d Dialect, shown string, err error) 
 		return "", "", 0, "", fmt.Errorf("%w: url does not parse (scheme://...)", ErrURL)
 	}
 	shown = u.Redacted()
+	if u.Query().Has(PasswordFileParam) {
+		if err := ApplyPasswordFile(u); err != nil {
+			return "", "", 0, "", err
+		}
+		raw = u.String()
+	}
 	switch u.Scheme {
 	case "sqlite", "sqlite3":
 		path := u.Host + u.Path // sqlite://rel.db has Host "rel.db"

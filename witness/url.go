@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/idmint/idmint/sqldb"
 	"github.com/idmint/idmint/worker"
@@ -39,7 +38,11 @@ func Open(ctx context.Context, rawURL string, timeout time.Duration) (Witness, e
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
 		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: timeout, Logger: zap.NewNop(), Context: context.Background()})
+		cc, err := worker.EtcdClientConfig(rawURL, timeout) // endpoints and credentials
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
+		}
+		cli, err := clientv3.New(cc)
 		if err != nil {
 			return nil, fmt.Errorf("witness: etcd %s: %w", strings.Join(eps, ","), err)
 		}

@@ -62,6 +62,8 @@ func NewEtcd(ctx context.Context, endpoints []string, prefix string, opts ...Opt
 		DialTimeout: s.timeout,
 		Logger:      zap.NewNop(),
 		Context:     context.Background(),
+		Username:    s.etcdUser,
+		Password:    s.etcdPassword,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: etcd %s: %w", strings.Join(endpoints, ","), err)

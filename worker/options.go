@@ -36,6 +36,8 @@ type settings struct {
 	horizonFile    string // static, ip, mac: where the horizon is kept
 	horizonFileSet bool
 	memoryHorizon  bool // static, ip, mac: the caller accepts a horizon in memory only
+
+	etcdUser, etcdPassword string // etcd: authentication
 }
 
 func newSettings(opts []Option) (settings, error) {
@@ -126,3 +128,9 @@ func WithHorizonFile(path string) Option {
 // one-shot tools on a clock that is never stepped back); the URL form is
 // horizon=memory. It cannot be combined with WithHorizonFile.
 func WithMemoryHorizon() Option { return func(s *settings) { s.memoryHorizon = true } }
+
+// WithEtcdAuth makes the etcd backend authenticate as user with password
+// (etcd's own users, `etcdctl auth enable`).
+func WithEtcdAuth(user, password string) Option {
+	return func(s *settings) { s.etcdUser, s.etcdPassword = user, password }
+}

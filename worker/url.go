@@ -8,6 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/idmint/idmint/sqldb"
 )
 
 // Open returns the Assigner a coordinator URL names, connecting within the
@@ -46,7 +51,7 @@ type opener func(ctx context.Context) (Assigner, error)
 func parseURL(rawURL string, opts []Option) (opener, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
-		return nil, fmt.Errorf("%w: %q has no scheme (want static://, file://, etcd://, zk://, sqlite://, postgres://, mysql://, ip://, mac:// or k8s://)", ErrBadURL, rawURL)
+		return nil, fmt.Errorf("%w: %q has no scheme (want static://, file://, etcd://, zk://, sqlite://, postgres://, mysql://, ip://, mac:// or k8s://)", ErrBadURL, sqldb.Redact(rawURL))
 	}
 	scheme = strings.ToLower(scheme)
 	switch scheme {
@@ -95,10 +100,13 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		}
 		hostList = rest[:end]
 		parsed = scheme + "://hosts" + rest[end:]
+		if scheme == "etcd" {
+			hostList = etcdHosts(hostList)
+		}
 	}
 	u, err := url.Parse(parsed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s url %q does not parse: %v", ErrBadURL, scheme, rawURL, err)
+		return nil, fmt.Errorf("%w: %s url %q does not parse: %v", ErrBadURL, scheme, parsed, err)
 	}
 	q := u.Query()
 	switch scheme {
@@ -128,9 +136,16 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		}
 		return func(context.Context) (Assigner, error) { return NewFile(u.Path, id, opts...) }, nil
 	case "etcd":
-		opts, err = queryOptions(scheme, q, opts, []string{"name"})
+		opts, err = queryOptions(scheme, q, opts, []string{"name", sqldb.PasswordFileParam})
 		if err != nil {
 			return nil, err
+		}
+		user, password, err := EtcdAuth(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		if user != "" {
+			opts = append(opts, WithEtcdAuth(user, password))
 		}
 		eps, prefix, name, err := etcdParts(hostList, u, q)
 		if err != nil {
@@ -213,7 +228,7 @@ func envName(s string) bool {
 func EtcdURL(rawURL string) (endpoints []string, prefix, name string, err error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok || !strings.EqualFold(scheme, "etcd") {
-		return nil, "", "", fmt.Errorf("%w: %q is not an etcd:// url", ErrBadURL, rawURL)
+		return nil, "", "", fmt.Errorf("%w: %q is not an etcd:// url", ErrBadURL, sqldb.Redact(rawURL))
 	}
 	end := strings.IndexAny(rest, "/?#")
 	if end < 0 {
@@ -221,9 +236,72 @@ func EtcdURL(rawURL string) (endpoints []string, prefix, name string, err error)
 	}
 	u, err := url.Parse("etcd://hosts" + rest[end:])
 	if err != nil {
-		return nil, "", "", fmt.Errorf("%w: etcd url %q does not parse: %v", ErrBadURL, rawURL, err)
+		return nil, "", "", fmt.Errorf("%w: etcd url %q does not parse: %v", ErrBadURL, sqldb.Redact(rawURL), err)
 	}
-	return etcdParts(rest[:end], u, u.Query())
+	return etcdParts(etcdHosts(rest[:end]), u, u.Query())
+}
+
+// etcdHosts is the host list of an etcd URL's authority, without the user
+// information before its '@'.
+func etcdHosts(authority string) string {
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		return authority[i+1:]
+	}
+	return authority
+}
+
+// EtcdAuth returns the etcd user and password an etcd:// URL gives:
+// etcd://USER:PASSWORD@host:2379/..., or better etcd://USER@host:2379/...?password_file=PATH,
+// which reads the password from a file (a Docker or Kubernetes secret) so
+// that it appears in no config, environment or process listing. No user:
+// "", "" (etcd without authentication).
+func EtcdAuth(rawURL string) (user, password string, err error) {
+	_, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q is not an etcd:// url", ErrBadURL, sqldb.Redact(rawURL))
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority := rest[:end]
+	u, err := url.Parse("etcd://hosts" + rest[end:])
+	if err != nil {
+		return "", "", fmt.Errorf("%w: etcd url does not parse: %v", ErrBadURL, err)
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		ui, err := url.Parse("etcd://" + authority[:i+1] + "hosts")
+		if err != nil || ui.User == nil {
+			return "", "", fmt.Errorf("%w: etcd url: the user information before '@' does not parse (want etcd://USER@host:2379/...?password_file=PATH)", ErrBadURL)
+		}
+		u.User = ui.User
+	}
+	if err := sqldb.ApplyPasswordFile(u); err != nil {
+		return "", "", fmt.Errorf("%w: etcd url: %v", ErrBadURL, err)
+	}
+	if u.User == nil {
+		return "", "", nil
+	}
+	password, set := u.User.Password()
+	if u.User.Username() == "" || !set {
+		return "", "", fmt.Errorf("%w: etcd url: user %q has no password; want etcd://USER@host:2379/...?password_file=PATH", ErrBadURL, u.User.Username())
+	}
+	return u.User.Username(), password, nil
+}
+
+// EtcdClientConfig is the etcd client configuration an etcd:// URL names:
+// its endpoints and credentials, a silent logger, the given dial timeout.
+func EtcdClientConfig(rawURL string, dialTimeout time.Duration) (clientv3.Config, error) {
+	eps, _, _, err := EtcdURL(rawURL)
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	user, password, err := EtcdAuth(rawURL)
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	return clientv3.Config{Endpoints: eps, DialTimeout: dialTimeout, Logger: zap.NewNop(), Context: context.Background(),
+		Username: user, Password: password}, nil
 }
 
 func etcdParts(hostList string, u *url.URL, q url.Values) (endpoints []string, prefix, name string, err error) {

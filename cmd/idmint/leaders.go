@@ -15,6 +15,7 @@ import (
 	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/monotonic"
 	"github.com/idmint/idmint/server/strategies"
+	"github.com/idmint/idmint/worker"
 )
 
 func init() {
@@ -52,7 +53,15 @@ func runLeaders(ctx context.Context, e *env, args []string) error {
 	if !strings.HasPrefix(*prefix, "/") {
 		return usagef("flag --prefix: %q must start with /", *prefix)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cc := clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if *coord != "" { // its credentials too
+		user, password, err := worker.EtcdAuth(*coord)
+		if err != nil {
+			return usagef("flag --coordinator: %v", err)
+		}
+		cc.Username, cc.Password = user, password
+	}
+	cli, err := clientv3.New(cc)
 	if err != nil {
 		return fmt.Errorf("etcd %s: %w", strings.Join(hosts, ","), err)
 	}
