@@ -37,7 +37,9 @@ route is held to). With --floor, the floor runs before every route and
 after the last, and each route's ratio is to the mean of the two floor runs
 beside it.
 Several targets: each worker keeps to one (worker i to target i mod count),
-or with --client one Go client spreads over all of them.
+or with --client one Go client spreads over all of them. When the targets
+say that one of them leads the key (a monotonic key: Idmint-Leader), every
+worker sends to that one, as the client does.
 
 Closed loop (default): -c workers, each sends its next request when the last
 one answered. Open loop (--rate): requests are due at a fixed rate and timed
@@ -66,6 +68,9 @@ type benchRun struct {
 	StampsAhead int64        `json:"stamps_ahead,omitempty"`
 	// With --metrics: the CPU the servers (or the floor) used during the run.
 	ServerCPU *serverCPU `json:"server_cpu,omitempty"`
+	// Leader is the target that leads the key when several were given
+	// and one said so: every request went to it.
+	Leader string `json:"leader,omitempty"`
 }
 
 type serverCPU struct {
@@ -348,6 +353,12 @@ func (f *benchFlags) validate() error {
 
 // runOne runs the load once against targets on route.
 func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route string) (benchRun, error) {
+	leader := ""
+	if !f.client && targets[0] != "floor" {
+		if leader = leaderOf(ctx, targets, f.key, f.token); leader != "" {
+			targets = []string{leader}
+		}
+	}
 	ops, label, cleanup, floorCPU, err := f.ops(ctx, targets, route)
 	if err != nil {
 		return benchRun{}, err
@@ -408,7 +419,7 @@ func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route
 	secs := res.elapsed.Seconds()
 	r := benchRun{Target: label, Route: route, Workers: f.workers, Rate: f.rate, Count: count, Seconds: math.Round(secs*1000) / 1000,
 		Requests: res.reqs, IDs: res.ids, Errors: res.errs, ReqPerSec: math.Round(float64(res.reqs) / secs), IDsPerSec: math.Round(float64(res.ids) / secs),
-		LatencyUs: latencyOf(res.lat)}
+		LatencyUs: latencyOf(res.lat), Leader: leader}
 	if f.client {
 		r.Route = "client.Next"
 	}
@@ -587,6 +598,9 @@ func printBenchTable(w io.Writer, runs []benchRun) {
 	}
 	tw.Flush()
 	for _, r := range runs {
+		if r.Leader != "" {
+			fmt.Fprintf(w, "%s %s: %s leads the key: every worker sent to it\n", r.Target, r.Route, r.Leader)
+		}
 		if r.FirstError != "" {
 			fmt.Fprintf(w, "%s %s: first error: %s\n", r.Target, r.Route, r.FirstError)
 		}

@@ -12,10 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	v1 "github.com/idmint/idmint/api/idmintv1"
 	"github.com/idmint/idmint/snowflake"
@@ -479,5 +481,110 @@ func TestBenchFloorInterleavedRounds(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "bench", "--rounds", "0"); code != 2 || !strings.Contains(errOut, "--rounds: 0") {
 		t.Errorf("--rounds 0: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// leaderSeq is a seqServer that says, like idmint serve does for a
+// monotonic key, which node it is and which node leads the key, and
+// counts the IDs requests it answered.
+type leaderSeq struct {
+	v1.UnimplementedIDsServer
+	seqServer
+	node, leader string
+	gets         atomic.Int64
+}
+
+func (l *leaderSeq) handler() http.Handler {
+	h := l.seqServer.handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Idmint-Node", l.node)
+		w.Header().Set("Idmint-Strategy", "monotonic")
+		if l.leader != "" {
+			w.Header().Set("Idmint-Leader", l.leader)
+		}
+		if r.Method == http.MethodHead {
+			return
+		}
+		l.gets.Add(1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (l *leaderSeq) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (*v1.NextIDsResponse, error) {
+	md := metadata.Pairs("idmint-node", l.node, "idmint-strategy", "monotonic")
+	if l.leader != "" {
+		md.Set("idmint-leader", l.leader)
+	}
+	grpc.SetHeader(ctx, md)
+	l.gets.Add(1)
+	return &v1.NextIDsResponse{Key: r.Key, Strategy: "monotonic", Ids: l.take(int(r.Count))}, nil
+}
+
+// With several targets, bench sends every request to the one the
+// targets name as the key's leader, over HTTP and gRPC; without a
+// leader it spreads the workers over all of them.
+func TestBenchSendsToLeader(t *testing.T) {
+	for _, proto := range []string{"http", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			for _, leader := range []string{"n1", ""} {
+				nodes := []*leaderSeq{{node: "n0", leader: leader}, {node: "n1", leader: leader}, {node: "n2"}}
+				var targets []string
+				for _, n := range nodes {
+					if proto == "grpc" {
+						ln, err := net.Listen("tcp", "127.0.0.1:0")
+						if err != nil {
+							t.Fatal(err)
+						}
+						g := grpc.NewServer()
+						v1.RegisterIDsServer(g, n)
+						go g.Serve(ln)
+						t.Cleanup(g.Stop)
+						targets = append(targets, "grpc://"+ln.Addr().String())
+						continue
+					}
+					ts := httptest.NewServer(n.handler())
+					t.Cleanup(ts.Close)
+					targets = append(targets, ts.URL)
+				}
+				code, out, errOut := runCLI(t, "bench", "--target", strings.Join(targets, ","), "--key", "seq", "-c", "3", "-n", "30", "--json")
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errOut)
+				}
+				r := decodeBench(t, out).Runs[0]
+				probe := int64(0)
+				if proto == "grpc" {
+					probe = 1 // gRPC asks each target for one ID to read its headers
+				}
+				if leader == "" {
+					if r.Leader != "" {
+						t.Errorf("no leader named, but the run says %q leads", r.Leader)
+					}
+					total := int64(0)
+					for _, n := range nodes {
+						got := n.gets.Load() - probe
+						if got == 0 {
+							t.Errorf("no leader: %s answered none of 30 requests; want the 3 workers spread over the 3 targets", n.node)
+						}
+						total += got
+					}
+					if total != 30 {
+						t.Errorf("no leader: %d requests answered; want 30", total)
+					}
+					continue
+				}
+				if r.Leader != targets[1] {
+					t.Errorf("the run says %q leads; want n1's %s", r.Leader, targets[1])
+				}
+				for i, n := range nodes {
+					want := int64(0)
+					if i == 1 {
+						want = 30
+					}
+					if got := n.gets.Load() - probe; got != want {
+						t.Errorf("leader n1: %s answered %d of 30 requests; want %d", n.node, got, want)
+					}
+				}
+			}
+		})
 	}
 }
