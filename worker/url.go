@@ -140,18 +140,22 @@ func parseURL(rawURL string, opts []Option) (opener, error) {
 		if err != nil {
 			return nil, err
 		}
-		user, password, err := EtcdAuth(rawURL)
-		if err != nil {
-			return nil, err
-		}
-		if user != "" {
-			opts = append(opts, WithEtcdAuth(user, password))
-		}
 		eps, prefix, name, err := etcdParts(hostList, u, q)
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) (Assigner, error) { return NewEtcd(ctx, eps, prefix+"/"+name+"/", opts...) }, nil
+		return func(ctx context.Context) (Assigner, error) {
+			// Read when connecting: a password file is a secret that
+			// exists where the node runs, not where its config is checked.
+			user, password, err := EtcdAuth(rawURL)
+			if err != nil {
+				return nil, err
+			}
+			if user != "" {
+				opts = append(opts, WithEtcdAuth(user, password))
+			}
+			return NewEtcd(ctx, eps, prefix+"/"+name+"/", opts...)
+		}, nil
 	case "zk", "zookeeper":
 		opts, err = queryOptions(scheme, q, opts, []string{"endpoint"})
 		if err != nil {
