@@ -439,3 +439,77 @@ func TestAttackStalledGRPCConnClosed(t *testing.T) {
 		}
 	}
 }
+
+// Keys created through the admin API until max_keys refuses them (4,949
+// keys had pushed RSS to 269 MB, and /ui/api/state to 754 KB), while the
+// dashboard's state is read: the server stays under the limit and answers.
+func TestAttackManyKeys(t *testing.T) {
+	skipUnlessLinux(t)
+	d := serve(t, "")
+	base := d.rss(t)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	strategies := []string{"segment", "uuid", "snowflake", "ulid"}
+	made, refused := 0, 0
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < 4200; i += 8 {
+				body := fmt.Sprintf(`{"name":"k%d","strategy":%q}`, i, strategies[i%len(strategies)])
+				req, _ := http.NewRequest("POST", "http://"+d.http+"/v1/keys", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := hc.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				switch resp.StatusCode {
+				case 201:
+					made++
+				case 429:
+					refused++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	peak := int64(0)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(200 * time.Millisecond):
+		}
+		peak = max(peak, d.rss(t))
+	}
+	state := func() error {
+		resp, err := hc.Get("http://" + d.http + "/ui/api/state")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("state: %d", resp.StatusCode)
+		}
+		return nil
+	}
+	p, failures := d.during(t, 3*time.Second, state)
+	peak = max(peak, p)
+	t.Logf("%d keys made, %d refused; RSS %d MiB before, peak %d MiB", made, refused, base>>20, peak>>20)
+	if refused == 0 {
+		t.Errorf("no create was refused: %d keys made", made)
+	}
+	if peak > rssLimit {
+		t.Errorf("RSS peaked at %d MiB, over %d MiB", peak>>20, rssLimit>>20)
+	}
+	if len(failures) > 0 {
+		t.Errorf("the dashboard's state was not answered within 1s %d time(s): %s", len(failures), strings.Join(failures, "; "))
+	}
+}
