@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/stats"
 )
 
 // semaphore is a counting semaphore whose acquire never waits.
@@ -87,6 +91,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	if l.index != nil {
 		lc.owing = &owing{budget: l.budget, now: l.now}
 		l.index.add(lc)
+		// A gRPC connection is idle until its first call begins (its
+		// handshake included: 1,030 connections that sent only the
+		// HTTP/2 preface locked every client out), and again between
+		// calls; grpcStreams tells the listener.
+		l.setIdle(lc, true)
 	}
 	lc.release = func() {
 		l.mu.Lock()
@@ -126,12 +135,16 @@ func (l *limitListener) ConnState(c net.Conn, st http.ConnState) {
 	if !ok {
 		return
 	}
+	l.setIdle(lc, st == http.StateIdle)
+}
+
+func (l *limitListener) setIdle(c *limitConn, idle bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st == http.StateIdle {
-		l.idle[lc] = struct{}{}
+	if idle && !c.closed.Load() {
+		l.idle[c] = struct{}{}
 	} else {
-		delete(l.idle, lc)
+		delete(l.idle, c)
 	}
 }
 
@@ -139,7 +152,9 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
-	owing   *owing // nil but on the gRPC listener
+	owing   *owing       // nil but on the gRPC listener
+	calls   atomic.Int64 // gRPC calls in progress
+	closed  atomic.Bool
 }
 
 func (c *limitConn) Write(p []byte) (int, error) {
@@ -153,7 +168,43 @@ func (c *limitConn) Write(p []byte) (int, error) {
 func (c *limitConn) owe(n int64) bool { return c.owing != nil && c.owing.owe(n) }
 
 func (c *limitConn) Close() error {
+	c.closed.Store(true)
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// grpcStreams is the gRPC stats handler that tells a limitListener with
+// an index which of its connections are idle: those with no call in
+// progress. When the listener is full, an idle one is closed to make room.
+type grpcStreams struct{ l *limitListener }
+
+type connKey struct{}
+
+func (g grpcStreams) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	if c := g.l.index.lookup(info.RemoteAddr); c != nil {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	return ctx
+}
+
+func (g grpcStreams) HandleConn(context.Context, stats.ConnStats) {}
+
+func (g grpcStreams) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (g grpcStreams) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	c, ok := ctx.Value(connKey{}).(*limitConn)
+	if !ok {
+		return
+	}
+	switch st.(type) {
+	case *stats.Begin:
+		if c.calls.Add(1) == 1 {
+			g.l.setIdle(c, false)
+		}
+	case *stats.End:
+		if c.calls.Add(-1) == 0 {
+			g.l.setIdle(c, true)
+		}
+	}
 }

@@ -557,9 +557,9 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 			}
 			opts = append(opts, grpc.Creds(creds))
 		}
-		gs = s.GRPCServer(opts...)
 		ln, idx := owingListener(l.GRPC, GRPCMaxConns, s.budget, s.clk.Mono)
 		s.grpcConns = idx
+		gs = s.GRPCServer(append(opts, grpc.StatsHandler(grpcStreams{ln}))...)
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		go s.watchStalled(wctx, idx)

@@ -513,3 +513,42 @@ func TestAttackManyKeys(t *testing.T) {
 		t.Errorf("the dashboard's state was not answered within 1s %d time(s): %s", len(failures), strings.Join(failures, "; "))
 	}
 }
+
+// 1,030 connections to the gRPC port that send only the HTTP/2 preface
+// made every real call fail for ~120 s. A connection with no call in
+// progress is closed when the listener is full, so a new client is
+// answered within a second while they are held.
+func TestAttackGRPCHalfOpenLockout(t *testing.T) {
+	skipUnlessLinux(t)
+	d := serve(t, "")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 1030; i++ {
+		c, err := net.DialTimeout("tcp", d.grpc, 100*time.Millisecond)
+		if err != nil {
+			continue // the kernel's queue is full
+		}
+		io.WriteString(c, http2.ClientPreface)
+		conns = append(conns, c)
+	}
+	probe := func() error {
+		// A new connection each time: the lockout is of new clients.
+		cc, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err = v1.NewIDsClient(cc).NextIDs(ctx, &v1.NextIDsRequest{Key: "uuid", Count: 1})
+		return err
+	}
+	_, failures := d.during(t, 3*time.Second, probe)
+	if len(failures) > 0 {
+		t.Errorf("with %d half-open connections held, a new client was not answered within 1s %d time(s): %s", len(conns), len(failures), strings.Join(failures, "; "))
+	}
+}
