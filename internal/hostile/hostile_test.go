@@ -552,3 +552,48 @@ func TestAttackGRPCHalfOpenLockout(t *testing.T) {
 		t.Errorf("with %d half-open connections held, a new client was not answered within 1s %d time(s): %s", len(conns), len(failures), strings.Join(failures, "; "))
 	}
 }
+
+// 4,100 keep-alive connections that made one request each and then sat
+// idle kept every max_conns slot for idle_timeout. An idle connection is
+// closed when the listener is full, so a new client is answered within a
+// second.
+func TestAttackIdleKeepAliveLockout(t *testing.T) {
+	skipUnlessLinux(t)
+	d := serve(t, "")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 4100/16+1; i++ {
+				c, err := net.DialTimeout("tcp", d.http, time.Second)
+				if err != nil {
+					continue
+				}
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				c.SetDeadline(time.Time{})
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	_, failures := d.during(t, 3*time.Second, httpProbe(d.http))
+	if len(failures) > 0 {
+		t.Errorf("with %d idle keep-alive connections held, a new client was not answered within 1s %d time(s): %s", len(conns), len(failures), strings.Join(failures, "; "))
+	}
+}
