@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // memTransport is an in-process endpoint with a segment key: the cost
@@ -77,4 +78,60 @@ func BenchmarkNextN100(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// monoMem is an in-process endpoint of a monotonic key: answers at once,
+// so what is measured is the client's cost of sharing requests.
+type monoMem struct {
+	memTransport
+	rtt time.Duration // how long an answer takes (a network's round trip)
+}
+
+func (m *monoMem) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, meta, error) {
+	if m.rtt > 0 {
+		time.Sleep(m.rtt) // stands for the network; nothing waits on it
+	}
+	first, count, _, err := m.memTransport.rangeOf(ctx, key, token, n)
+	return first, count, meta{strategy: "monotonic"}, err
+}
+
+func (m *monoMem) ids(ctx context.Context, key, token string, n int) ([]int64, bool, meta, error) {
+	ids, text, _, err := m.memTransport.ids(ctx, key, token, n)
+	return ids, text, meta{strategy: "monotonic"}, err
+}
+
+// BenchmarkMonotonicShared: 256 goroutines call Next on a monotonic key
+// of an in-process endpoint whose answers take rtt; every call waits for
+// a shared request. ns/op over the cores is the client's CPU per call.
+//
+//	go test -run '^$' -bench MonotonicShared ./client/
+func BenchmarkMonotonicShared(b *testing.B) {
+	for _, rtt := range []time.Duration{0, 200 * time.Microsecond} {
+		b.Run("rtt="+rtt.String(), func(b *testing.B) { benchShared(b, rtt) })
+	}
+}
+
+func benchShared(b *testing.B, rtt time.Duration) {
+	c, err := New([]string{"http://127.0.0.1:1"}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	c.pool.eps[0].t = &monoMem{rtt: rtt}
+	ctx := context.Background()
+	if _, err := c.Next(ctx, "seq"); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(128)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Next(ctx, "seq"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(c.Stats().Keys[0].Requests)/float64(b.N), "requests/ID")
 }

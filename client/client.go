@@ -212,6 +212,21 @@ func (c *Client) Next(ctx context.Context, key string) (int64, error) {
 
 func (c *Client) nextSlow(ctx context.Context, k *keyState) (int64, error) {
 	var one [1]int64
+	if k.mode.Load() == modeDirect {
+		// One ID from a shared request, with nothing to allocate; after
+		// a failure, retry like any call.
+		if c.closed.Load() {
+			return 0, ErrClosed
+		}
+		id, err := k.coalescedOne(ctx)
+		if err == nil {
+			return id, nil
+		}
+		if err := c.retry(ctx, k, one[:], 0, err); err != nil {
+			return 0, err
+		}
+		return one[0], nil
+	}
 	if err := c.fill(ctx, k, one[:], 0); err != nil {
 		return 0, err
 	}
@@ -313,6 +328,13 @@ func (c *Client) fill(ctx context.Context, k *keyState, dst []int64, got int) er
 		}
 		failed = err
 	}
+	return c.retry(ctx, k, dst, got, failed)
+}
+
+// retry is fill after a first attempt that failed (failed; nil when
+// none was made), with ctx bounded by Options.Timeout when it has no
+// deadline.
+func (c *Client) retry(ctx context.Context, k *keyState, dst []int64, got int, failed error) error {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	var last error

@@ -31,6 +31,7 @@ type coalescer struct {
 	mu       sync.Mutex
 	gather   *batch // the batch calls join; nil when none is gathering
 	inflight int    // flushers running, each sending one batch at a time
+	last     int    // calls in the last batch sealed: the next one's capacity
 }
 
 // batch is the calls one request (or several, when the calls want more
@@ -49,20 +50,64 @@ const (
 	callGone
 )
 
+// call is one call's place in a batch: it wants len(dst) IDs, or, with
+// dst nil (Next), one, written to one.
 type call struct {
 	dst   []int64
-	n     int   // IDs written to dst (by the sender; read after done)
+	one   int64
+	n     int   // IDs written (by the sender; read after done)
 	state int32 // atomic: callWaiting, callServed or callGone
+}
+
+func (cl *call) want() int {
+	if cl.dst == nil {
+		return 1
+	}
+	return len(cl.dst)
+}
+
+// coalescedOne is coalesced for one ID (Next): no slice to allocate.
+func (k *keyState) coalescedOne(ctx context.Context) (int64, error) {
+	b, i := k.join(nil)
+	if err := k.awaitBatch(ctx, b, i); err != nil {
+		return 0, err
+	}
+	if cl := &b.calls[i]; cl.n == 1 {
+		return cl.one, nil
+	}
+	return 0, b.failure()
 }
 
 // coalesced fills dst from requests shared with concurrent calls; it
 // returns how many IDs it wrote and, when fewer than len(dst), why.
 func (k *keyState) coalesced(ctx context.Context, dst []int64) (int, error) {
+	b, i := k.join(dst)
+	if err := k.awaitBatch(ctx, b, i); err != nil {
+		return 0, err
+	}
+	if cl := &b.calls[i]; cl.n == len(dst) {
+		return cl.n, nil
+	}
+	return b.calls[i].n, b.failure()
+}
+
+// failure is why a call of b was left short.
+func (b *batch) failure() error {
+	if b.err == nil {
+		return errors.New("client: a shared request ended without IDs for every call") // not reached
+	}
+	return b.err
+}
+
+// join adds a call for dst (nil: one ID) to the gathering batch, starting
+// a flusher when a request slot is free, and returns the batch and the
+// call's index in it.
+func (k *keyState) join(dst []int64) (*batch, int) {
 	co := &k.co
 	co.mu.Lock()
 	b := co.gather
 	if b == nil {
-		b = &batch{done: make(chan struct{})}
+		b = &batch{done: make(chan struct{}), calls: make([]call, 0, max(co.last, 4))}
 		co.gather = b
 	}
 	i := len(b.calls)
@@ -76,31 +121,32 @@ func (k *keyState) coalesced(ctx context.Context, dst []int64) (int, error) {
 	if start {
 		go k.flush()
 	}
-	if done := ctx.Done(); done == nil { // context.Background: nothing to select
+	return b, i
+}
+
+// awaitBatch waits until b is served, or the caller's ctx ends first: then the
+// call leaves (ctx's error), unless the sender is writing its IDs already.
+func (k *keyState) awaitBatch(ctx context.Context, b *batch, i int) error {
+	done := ctx.Done()
+	if done == nil { // context.Background: nothing to select
 		<-b.done
-	} else {
-		select {
-		case <-b.done:
-		case <-done:
-			// Under co.mu: the batch may still be gathering, and a join
-			// may be moving its calls.
-			co.mu.Lock()
-			left := atomic.CompareAndSwapInt32(&b.calls[i].state, callWaiting, callGone)
-			co.mu.Unlock()
-			if left {
-				return 0, ctx.Err()
-			}
-			<-b.done // the sender is writing this call's IDs: it ends soon
-		}
+		return nil
 	}
-	cl := &b.calls[i]
-	if cl.n == len(cl.dst) {
-		return cl.n, nil
+	select {
+	case <-b.done:
+		return nil
+	case <-done:
 	}
-	if b.err == nil {
-		return cl.n, errors.New("client: a shared request ended without IDs for every call") // not reached
+	// Under co.mu: the batch may still be gathering, and a join may be
+	// moving its calls.
+	k.co.mu.Lock()
+	left := atomic.CompareAndSwapInt32(&b.calls[i].state, callWaiting, callGone)
+	k.co.mu.Unlock()
+	if left {
+		return ctx.Err()
 	}
-	return cl.n, b.err
+	<-b.done // the sender is writing this call's IDs: it ends soon
+	return nil
 }
 
 // flush sends gathered batches one at a time until none is gathering.
@@ -116,6 +162,7 @@ func (k *keyState) flush() {
 			co.mu.Unlock()
 			return
 		}
+		co.last = len(b.calls)
 		co.mu.Unlock()
 		k.send(b)
 	}
@@ -133,7 +180,7 @@ func (k *keyState) send(b *batch) {
 		want := int64(0)
 		for j := i; j < len(b.calls); j++ {
 			if cl := &b.calls[j]; atomic.LoadInt32(&cl.state) != callGone {
-				want += int64(len(cl.dst) - cl.n)
+				want += int64(cl.want() - cl.n)
 			}
 		}
 		if want == 0 {
@@ -153,17 +200,23 @@ func (k *keyState) send(b *batch) {
 				i++
 				continue
 			}
-			m := min(int64(len(cl.dst)-cl.n), count-pos)
-			if ids != nil {
+			m := min(int64(cl.want()-cl.n), count-pos)
+			switch {
+			case cl.dst == nil:
+				cl.one = first + pos
+				if ids != nil {
+					cl.one = ids[pos]
+				}
+			case ids != nil:
 				copy(cl.dst[cl.n:], ids[pos:pos+m])
-			} else {
+			default:
 				for j := range m {
 					cl.dst[cl.n+int(j)] = first + pos + j
 				}
 			}
 			cl.n += int(m)
 			pos += m
-			if cl.n == len(cl.dst) {
+			if cl.n == cl.want() {
 				i++
 			}
 		}
