@@ -195,6 +195,55 @@ func (d *daemon) during(t *testing.T, dur time.Duration, probe func() error) (pe
 	return peak, failures
 }
 
+// judge fails the test when the RSS peaked over rssLimit or the probe of
+// who failed.
+func judge(t *testing.T, peak int64, failures []string, who string) {
+	t.Helper()
+	if peak > rssLimit {
+		t.Errorf("RSS peaked at %d MiB, over %d MiB", peak>>20, rssLimit>>20)
+	}
+	if len(failures) > 0 {
+		t.Errorf("%s was not answered within 1s %d time(s): %s", who, len(failures), strings.Join(failures, "; "))
+	}
+}
+
+// dialMany opens n connections to addr from 16 goroutines, runs each on
+// every one that opened (a dial that times out is skipped: the kernel's
+// queue is full), and closes them all when the test ends.
+func dialMany(t *testing.T, addr string, n int, timeout time.Duration, each func(net.Conn)) []net.Conn {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		conns []net.Conn
+	)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 16 {
+				c, err := net.DialTimeout("tcp", addr, timeout)
+				if err != nil {
+					continue
+				}
+				if each != nil {
+					each(c)
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return conns
+}
+
 func skipUnlessLinux(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
@@ -228,32 +277,17 @@ func TestAttackUnreadHTTPAnswers(t *testing.T) {
 	skipUnlessLinux(t)
 	d := serve(t, "")
 	base := d.rss(t)
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
 	req := "GET /v1/keys/uuid/ids?count=10000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-	for i := 0; i < 2000; i++ {
-		c, err := net.DialTimeout("tcp", d.http, 5*time.Second)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
+	conns := dialMany(t, d.http, 2000, 5*time.Second, func(c net.Conn) {
 		c.(*net.TCPConn).SetReadBuffer(4 << 10) // keep the kernel from reading for us
-		if _, err := io.WriteString(c, req); err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		conns = append(conns, c)
+		io.WriteString(c, req)
+	})
+	if len(conns) < 2000 {
+		t.Fatalf("%d of 2,000 connections opened", len(conns))
 	}
 	peak, failures := d.during(t, 6*time.Second, httpProbe(d.http))
 	t.Logf("RSS %d MiB before, peak %d MiB while 2,000 connections did not read", base>>20, peak>>20)
-	if peak > rssLimit {
-		t.Errorf("RSS peaked at %d MiB, over %d MiB", peak>>20, rssLimit>>20)
-	}
-	if len(failures) > 0 {
-		t.Errorf("the well-behaved client was not answered within 1s %d time(s): %s", len(failures), strings.Join(failures, "; "))
-	}
+	judge(t, peak, failures, "the well-behaved client")
 }
 
 // h2Conn is a raw HTTP/2 connection whose streams have a window of 0: the
@@ -362,12 +396,7 @@ func TestAttackUnreadGRPCUnary(t *testing.T) {
 	}
 	peak, failures := d.during(t, 6*time.Second, probe)
 	t.Logf("RSS %d MiB before, peak %d MiB while 4,096 calls on windows of 0 were not read", base>>20, peak>>20)
-	if peak > rssLimit {
-		t.Errorf("RSS peaked at %d MiB, over %d MiB", peak>>20, rssLimit>>20)
-	}
-	if len(failures) > 0 {
-		t.Errorf("the well-behaved client was not answered within 1s %d time(s): %s", len(failures), strings.Join(failures, "; "))
-	}
+	judge(t, peak, failures, "the well-behaved client")
 }
 
 // 8,000 idle connections to the admin listener added 122 MB: it now
@@ -379,30 +408,7 @@ func TestAttackIdleAdminConns(t *testing.T) {
 		t.Fatalf("idmint serve did not say where the admin listener is; stderr:\n%s", d.log())
 	}
 	base := d.rss(t)
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for g := 0; g < 32; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 250; i++ {
-				c, err := net.DialTimeout("tcp", d.admin, 100*time.Millisecond)
-				if err != nil {
-					continue // the kernel's queue is full: also refused
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	conns := dialMany(t, d.admin, 8000, 30*time.Millisecond, nil)
 	peak, _ := d.during(t, 2*time.Second, func() error { return nil })
 	t.Logf("RSS %d MiB before, peak %d MiB with %d idle admin connections", base>>20, peak>>20, len(conns))
 	if peak-base > 40<<20 {
@@ -506,12 +512,7 @@ func TestAttackManyKeys(t *testing.T) {
 	if refused == 0 {
 		t.Errorf("no create was refused: %d keys made", made)
 	}
-	if peak > rssLimit {
-		t.Errorf("RSS peaked at %d MiB, over %d MiB", peak>>20, rssLimit>>20)
-	}
-	if len(failures) > 0 {
-		t.Errorf("the dashboard's state was not answered within 1s %d time(s): %s", len(failures), strings.Join(failures, "; "))
-	}
+	judge(t, peak, failures, "the dashboard's state")
 }
 
 // 1,030 connections to the gRPC port that send only the HTTP/2 preface
@@ -521,20 +522,7 @@ func TestAttackManyKeys(t *testing.T) {
 func TestAttackGRPCHalfOpenLockout(t *testing.T) {
 	skipUnlessLinux(t)
 	d := serve(t, "")
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for i := 0; i < 1030; i++ {
-		c, err := net.DialTimeout("tcp", d.grpc, 100*time.Millisecond)
-		if err != nil {
-			continue // the kernel's queue is full
-		}
-		io.WriteString(c, http2.ClientPreface)
-		conns = append(conns, c)
-	}
+	conns := dialMany(t, d.grpc, 1030, 100*time.Millisecond, func(c net.Conn) { io.WriteString(c, http2.ClientPreface) })
 	probe := func() error {
 		// A new connection each time: the lockout is of new clients.
 		cc, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -547,10 +535,8 @@ func TestAttackGRPCHalfOpenLockout(t *testing.T) {
 		_, err = v1.NewIDsClient(cc).NextIDs(ctx, &v1.NextIDsRequest{Key: "uuid", Count: 1})
 		return err
 	}
-	_, failures := d.during(t, 3*time.Second, probe)
-	if len(failures) > 0 {
-		t.Errorf("with %d half-open connections held, a new client was not answered within 1s %d time(s): %s", len(conns), len(failures), strings.Join(failures, "; "))
-	}
+	peak, failures := d.during(t, 3*time.Second, probe)
+	judge(t, peak, failures, fmt.Sprintf("with %d half-open connections held, a new client", len(conns)))
 }
 
 // 4,100 keep-alive connections that made one request each and then sat
@@ -560,40 +546,15 @@ func TestAttackGRPCHalfOpenLockout(t *testing.T) {
 func TestAttackIdleKeepAliveLockout(t *testing.T) {
 	skipUnlessLinux(t)
 	d := serve(t, "")
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
+	conns := dialMany(t, d.http, 4100, time.Second, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		}
-	}()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 4100/16+1; i++ {
-				c, err := net.DialTimeout("tcp", d.http, time.Second)
-				if err != nil {
-					continue
-				}
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				c.SetDeadline(time.Time{})
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	_, failures := d.during(t, 3*time.Second, httpProbe(d.http))
-	if len(failures) > 0 {
-		t.Errorf("with %d idle keep-alive connections held, a new client was not answered within 1s %d time(s): %s", len(conns), len(failures), strings.Join(failures, "; "))
-	}
+		c.SetDeadline(time.Time{})
+	})
+	peak, failures := d.during(t, 3*time.Second, httpProbe(d.http))
+	judge(t, peak, failures, fmt.Sprintf("with %d idle keep-alive connections held, a new client", len(conns)))
 }
