@@ -77,11 +77,12 @@ func leaderOf(t *testing.T, nodes []*node, d time.Duration) *node {
 
 // history records requests against a set of nodes on one monotonic clock.
 type history struct {
-	clk    *clock.Real
-	mu     sync.Mutex
-	ops    []lincheck.Op
-	errs   atomic.Int64
-	passed atomic.Int64
+	clk     *clock.Real
+	timeout time.Duration // per request; default 5s
+	mu      sync.Mutex
+	ops     []lincheck.Op
+	errs    atomic.Int64
+	passed  atomic.Int64
 }
 
 func (h *history) run(ctx context.Context, nodes func() []*node, clients int) *sync.WaitGroup {
@@ -95,7 +96,11 @@ func (h *history) run(ctx context.Context, nodes func() []*node, clients int) *s
 				ns := nodes()
 				nd := ns[r.Intn(len(ns))]
 				n := int64(1 + r.Intn(4))
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				d := h.timeout
+				if d == 0 {
+					d = 5 * time.Second
+				}
+				rctx, cancel := context.WithTimeout(ctx, d)
 				sent := h.clk.Mono()
 				first, err := nd.src.Next(rctx, n)
 				recv := h.clk.Mono()
@@ -268,43 +273,7 @@ func TestEtcdPausedLeaderFenced(t *testing.T) {
 	}
 }
 
-// TestEtcdFencedBoundWrite: once the leader's election key is gone, its
-// bound writes fail, so it stops at the bound it persisted.
-func TestEtcdFencedBoundWrite(t *testing.T) {
-	addr := testserver.Addr(t, testserver.Etcd)
-	prefix := "/" + testserver.Prefix(t) + "/"
-	cli := etcdClient(t, addr)
-	a, err := NewEtcd(EtcdConfig{Client: cli, Prefix: prefix, Name: "a", TTL: 2 * time.Second, Window: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx := ctxT(t)
-	testserver.Eventually(t, "a leads", 10*time.Second, func() bool { _, self := a.Leader(); return self })
-	tm := a.term.Load()
-	if _, err := cli.Delete(ctx, tm.key); err != nil {
-		t.Fatal(err)
-	}
-	var last int64
-	for i := 0; i < 100; i++ {
-		id, err := a.Next(ctx, 1)
-		if err != nil {
-			if !errors.Is(err, ErrFenced) {
-				t.Fatalf("Next: %v, want ErrFenced", err)
-			}
-			break
-		}
-		last = id
-	}
-	resp, err := cli.Get(ctx, prefix+"bound")
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("bound: %v %v", resp, err)
-	}
-	bound, _ := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
-	if last == 0 || last > bound {
-		t.Fatalf("issued up to %d with the persisted bound at %d", last, bound)
-	}
-}
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 func TestEtcdBadConfig(t *testing.T) {
 	cli := &clientv3.Client{}

@@ -47,24 +47,11 @@ func (c *FileConfig) setDefaults() error {
 	if c.Path == "" {
 		return fmt.Errorf("%w: path is empty", ErrBadConfig)
 	}
-	if c.Form != Counter && c.Form != Timestamp {
-		return fmt.Errorf("%w: form %d", ErrBadConfig, c.Form)
+	is := issuing{Form: c.Form, Window: c.Window, TimeWindow: c.TimeWindow, Clock: c.Clock}
+	if err := is.setDefaults(); err != nil {
+		return err
 	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Window < 1 {
-		return fmt.Errorf("%w: window %d is below 1", ErrBadConfig, c.Window)
-	}
-	if c.TimeWindow == 0 {
-		c.TimeWindow = DefaultTimeWindow
-	}
-	if c.TimeWindow < time.Millisecond {
-		return fmt.Errorf("%w: time window %v is below 1ms", ErrBadConfig, c.TimeWindow)
-	}
-	if c.Clock == nil {
-		c.Clock = clock.NewReal()
-	}
+	c.Form, c.Window, c.TimeWindow, c.Clock = is.Form, is.Window, is.TimeWindow, is.Clock
 	if c.Witness != nil && c.Space == "" {
 		if c.Name == "" {
 			return fmt.Errorf("%w: a witness needs a space (or a name)", ErrBadConfig)
@@ -146,6 +133,9 @@ func trunc(s string) string {
 // write records bound durably: temp file, fsync, rename, fsync directory,
 // then in the witness.
 func (f *File) write(ctx context.Context, bound int64) error {
+	if f.closed.Load() {
+		return ErrClosed
+	}
 	if err := f.writeFile(bound); err != nil {
 		return err
 	}

@@ -106,7 +106,40 @@ const (
 	DefaultTimeWindow = 3 * time.Second
 )
 
-// persister durably records a bound, conditional on the right to issue.
+// issuing holds the settings File and Etcd share, with their defaults:
+// how IDs are built and how far the persisted bound runs ahead.
+type issuing struct {
+	Form       Form
+	Window     int64
+	TimeWindow time.Duration
+	Clock      clock.Clock
+}
+
+// setDefaults fills zero values and rejects invalid ones.
+func (s *issuing) setDefaults() error {
+	if s.Form != Counter && s.Form != Timestamp {
+		return fmt.Errorf("%w: form %d", ErrBadConfig, s.Form)
+	}
+	if s.Window == 0 {
+		s.Window = DefaultWindow
+	}
+	if s.Window < 1 {
+		return fmt.Errorf("%w: window %d is below 1", ErrBadConfig, s.Window)
+	}
+	if s.TimeWindow == 0 {
+		s.TimeWindow = DefaultTimeWindow
+	}
+	if s.TimeWindow < time.Millisecond {
+		return fmt.Errorf("%w: time window %v is below 1ms", ErrBadConfig, s.TimeWindow)
+	}
+	if s.Clock == nil {
+		s.Clock = clock.NewReal()
+	}
+	return nil
+}
+
+// persister durably records a bound, conditional on the right to issue
+// (it checks that right itself and returns ErrFenced without it).
 type persister func(ctx context.Context, bound int64) error
 
 // core issues values from memory below a persisted bound. One core is one
@@ -217,10 +250,7 @@ func (c *core) write(ctx context.Context, want int64) error {
 	if done {
 		return nil
 	}
-	if !c.valid() {
-		return ErrFenced
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout) // persist checks its own right to write
 	defer cancel()
 	if err := c.persist(ctx, want); err != nil {
 		return err

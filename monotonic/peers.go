@@ -37,10 +37,17 @@ type Peers struct {
 	sources map[string]peerSource
 }
 
+// Leading is what Peers serves forwarded requests from: NextLocal
+// reserves n IDs only while it is the proven leader, and returns an error
+// wrapping ErrFenced otherwise (never forwarding again). *Etcd is one.
+type Leading interface {
+	NextLocal(ctx context.Context, n int64) (first int64, err error)
+}
+
 // peerSource is one source served to peers, with the token forwarded
 // requests for it must carry when the Peers has no secret of its own.
 type peerSource struct {
-	e     *Etcd
+	src   Leading
 	token string
 }
 
@@ -101,14 +108,14 @@ func ListenPeers(addr string, opts ...PeerOption) (*Peers, error) {
 // Addr returns the address listened on.
 func (p *Peers) Addr() string { return p.ln.Addr().String() }
 
-// Add serves e to peers under name. secret authenticates forwarded
+// Add serves src to peers under name. secret authenticates forwarded
 // requests for it when the Peers has none of its own (WithSecret): every
 // node must give the same (the server derives it from the key's tokens,
 // so that a key with tokens is never served to a peer that cannot prove
 // it knows them). An empty secret, with no WithSecret, leaves the source
 // unauthenticated.
-func (p *Peers) Add(name string, e *Etcd, secret []byte) {
-	ps := peerSource{e: e}
+func (p *Peers) Add(name string, src Leading, secret []byte) {
+	ps := peerSource{src: src}
 	if p.token == "" && len(secret) > 0 {
 		ps.token = peerToken(secret, name)
 	}
@@ -154,13 +161,13 @@ func (p *Peers) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.RLock()
-	e := p.sources[name].e
+	src := p.sources[name].src
 	p.mu.RUnlock()
-	if e == nil {
+	if src == nil {
 		http.Error(w, fmt.Sprintf("no monotonic source %q", trunc(name)), http.StatusNotFound)
 		return
 	}
-	first, err := e.serveForwarded(r.Context(), n)
+	first, err := src.NextLocal(r.Context(), n)
 	if err != nil {
 		st := http.StatusServiceUnavailable
 		if errors.Is(err, ErrBadCount) {
