@@ -66,3 +66,34 @@ func TestLeaders(t *testing.T) {
 		t.Fatalf("empty prefix: %v, %v; want nothing", got, err)
 	}
 }
+
+// TestLeaderNode: every node names the leader it knows by the NodeName the
+// leader published, and says whether it is itself; after the leader
+// resigns, the successor names itself.
+func TestLeaderNode(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Etcd)
+	prefix := "/" + testserver.Prefix(t) + "/k/"
+	names := []string{"alpha", "beta"}
+	var nodes []*node
+	for _, name := range names {
+		nodes = append(nodes, startNode(t, addr, prefix, EtcdConfig{NodeName: name}))
+	}
+	l := leaderOf(t, nodes, 10*time.Second)
+	li, fi := 0, 1
+	if l != nodes[0] {
+		li, fi = 1, 0
+	}
+	want := func(n *node, node string, self bool) {
+		t.Helper()
+		var got string
+		var gotSelf bool
+		testserver.Eventually(t, "LeaderNode "+node, 10*time.Second, func() bool {
+			got, gotSelf = n.src.LeaderNode()
+			return got == node && gotSelf == self
+		})
+	}
+	want(nodes[li], names[li], true)
+	want(nodes[fi], names[li], false)
+	nodes[li].src.Close()
+	want(nodes[fi], names[fi], true)
+}

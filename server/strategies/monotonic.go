@@ -383,6 +383,18 @@ func decodeMonotonic(id string) (server.Decoded, error) {
 	return server.Decoded{Layout: "monotonic", Time: p.Time, Sequence: p.Logical}, nil
 }
 
+// LeaderNode names the leader this node knows for a cluster key: the node
+// name it published (what `idmint leaders` prints), this node's own when
+// it leads. "" while no leader is known, and for a single-node key (its
+// bound file: every node serving it issues on its own).
+func (k *monotonicKey) LeaderNode() string {
+	if k.etcd == nil {
+		return ""
+	}
+	node, _ := k.etcd.LeaderNode()
+	return node
+}
+
 // Ready fails while a cluster key knows no leader.
 func (k *monotonicKey) Ready(ctx context.Context) error {
 	if k.etcd == nil {

@@ -3,7 +3,10 @@ package strategies
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
@@ -222,4 +225,49 @@ func TestMonotonicClusterThroughFollowers(t *testing.T) {
 		t.Fatalf("%d requests: %v", len(ops), v)
 	}
 	t.Logf("%d requests checked, %d refused (503 + Retry-After)", len(ops), refused)
+}
+
+// TestMonotonicLeaderNode: a cluster key's issuer names the leader it
+// knows (the node name it published, as `idmint leaders` prints), on the
+// leader and on a follower alike; a single-node key names none.
+func TestMonotonicLeaderNode(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Etcd)
+	key := testserver.Prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	type leaderNamer interface{ LeaderNode() string }
+	open := func(opts map[string]string) leaderNamer {
+		t.Helper()
+		env := &server.Env{Clock: clock.NewReal(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Config: &server.Config{DataDir: t.TempDir(), Coordinator: "static://7"}}
+		is, err := newMonotonic(ctx, env, key, server.KeyConfig{Strategy: "monotonic", Options: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			is.Close(context.Background())
+			// The shared resources newMonotonic opened: asked for again by
+			// name, they are the ones it holds.
+			for _, name := range []string{"monotonic cluster " + addr + " 127.0.0.1:0", "witness"} {
+				if r, err := env.Shared(context.Background(), name, func(context.Context) (server.Resource, error) {
+					return nil, errors.New("not opened")
+				}); err == nil {
+					r.Close(context.Background())
+				}
+			}
+		})
+		ln, ok := is.(leaderNamer)
+		if !ok {
+			t.Fatalf("the monotonic issuer %T has no LeaderNode", is)
+		}
+		return ln
+	}
+	if got := open(map[string]string{"etcd": "none"}).LeaderNode(); got != "" {
+		t.Fatalf("a single-node key names leader %q; want none", got)
+	}
+	cluster := map[string]string{"etcd": addr, "ttl": "2"}
+	a, b := open(cluster), open(cluster)
+	for i, n := range []leaderNamer{a, b} {
+		testserver.Eventually(t, fmt.Sprintf("node %d names the leader", i), 10*time.Second, func() bool { return n.LeaderNode() == nodeName() })
+	}
 }
