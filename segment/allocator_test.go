@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -418,5 +419,48 @@ func TestStoreWentBack(t *testing.T) {
 	st := k.Stats()
 	if st.WentBack != 1 || st.LastWentBack != [2]int64{15, 21} {
 		t.Fatalf("WentBack = %d, LastWentBack = %v; want 1, [15 21] (store max_id 15 after the refused [5,15), mark 21)", st.WentBack, st.LastWentBack)
+	}
+}
+
+// Readiness over many keys asks the store once a second, not once a key,
+// and still says when a row is missing or the store fails.
+func TestRowReadyShared(t *testing.T) {
+	f, a, clk := setup(t, 10, segment.Options{})
+	ctx := context.Background()
+	for i := 0; i < 100; i++ {
+		if err := a.RowReady(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.lists != 1 {
+		t.Fatalf("100 readiness checks listed the store %d times, want 1", f.lists)
+	}
+	if err := a.RowReady(ctx, "nosuch"); !errors.Is(err, segment.ErrUnknownKey) {
+		t.Fatalf("a key without a row: %v, want ErrUnknownKey", err)
+	}
+	f.set(func(f *fakeStore) { f.listErr = errors.New("store down") })
+	if err := a.RowReady(ctx, "k"); err != nil {
+		t.Fatalf("within the second the listing is reused: %v", err)
+	}
+	clk.Advance(time.Second)
+	if err := a.RowReady(ctx, "k"); err == nil || !strings.Contains(err.Error(), "store down") {
+		t.Fatalf("after a second, with the store down: %v", err)
+	}
+	if f.lists != 2 {
+		t.Fatalf("%d listings, want 2", f.lists)
+	}
+}
+
+// EnsureKeys hands each prepared row to Known once.
+func TestKnownOnce(t *testing.T) {
+	_, a, _ := setup(t, 10, segment.Options{})
+	if _, err := a.EnsureKeys(context.Background(), []segment.KeyInfo{{Key: "k", Step: 10}, {Key: "new", Step: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := a.Known("new"); !ok || r.Step != 5 {
+		t.Fatalf("Known(new) = %+v, %v", r, ok)
+	}
+	if _, ok := a.Known("new"); ok {
+		t.Fatal("Known reported a row twice")
 	}
 }

@@ -22,6 +22,8 @@ type fakeStore struct {
 	latency   time.Duration // real delay per Allocate, for benchmarks
 	steps     []int64       // every step asked of Allocate
 	calls     int
+	lists     int   // List calls
+	listErr   error // List returns it while set
 	allocated chan struct{} // gets a value after each successful Allocate, if set
 }
 
@@ -120,6 +122,10 @@ func (f *fakeStore) Get(_ context.Context, key string) (segment.KeyInfo, error) 
 func (f *fakeStore) List(context.Context) ([]segment.KeyInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
 	var out []segment.KeyInfo
 	for _, r := range f.rows {
 		out = append(out, r)

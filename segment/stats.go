@@ -109,7 +109,7 @@ func (k *Key) Stats() Stats {
 // Stats returns a snapshot of every key this Allocator has served,
 // ordered by key.
 func (a *Allocator) Stats() []Stats {
-	keys := *a.keys.Load()
+	keys := a.all()
 	out := make([]Stats, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, k.Stats())

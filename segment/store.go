@@ -216,3 +216,11 @@ func CanAdvance(maxID, step int64) bool { return step >= 0 && maxID <= math.MaxI
 func OverflowError(key string, maxID, step int64) error {
 	return fmt.Errorf("%w: key %q: max_id %d + step %d > %d", ErrOverflow, key, maxID, step, int64(math.MaxInt64))
 }
+
+// BatchCreator is a Store that can add many keys at once, skipping those
+// that exist (their rows are left as they are). Allocator.EnsureKeys uses
+// it: a server starting with 10,000 keys on a fresh SQLite store spent
+// 9 s in one committed INSERT per key.
+type BatchCreator interface {
+	CreateMissing(ctx context.Context, keys []KeyInfo) error
+}

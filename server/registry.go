@@ -26,6 +26,11 @@ type Strategy struct {
 	// expensive resources (a database, a worker lease) with other keys
 	// through env.Shared.
 	New func(ctx context.Context, env *Env, name string, key KeyConfig) (Issuer, error)
+	// Prepare, when set, is called once as the server starts, before New,
+	// with every key of the strategy that start builds: it may do for all
+	// of them at once what New would do one by one (create their store
+	// rows in one batch). May be nil.
+	Prepare func(ctx context.Context, env *Env, keys map[string]KeyConfig) error
 	// MaxName is the longest key name (bytes) the strategy can serve,
 	// when shorter than MaxNameLen (a name it derives store rows from
 	// must leave room). 0: MaxNameLen.

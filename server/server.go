@@ -141,12 +141,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.env.closeAll(ctx)
 		return nil, err
 	}
-	for _, name := range sortedKeys(o.Config.Keys) {
-		k, err := s.build(ctx, name, o.Config.Keys[name], true)
-		if err != nil {
-			return fail(err)
-		}
-		all[name] = k
+	// Every key this start builds: the config's, then the key store's
+	// that the config does not shadow.
+	start := map[string]KeyConfig{}
+	fromConfig := map[string]bool{}
+	for name, kc := range o.Config.Keys {
+		start[name], fromConfig[name] = kc, true
 	}
 	if s.keystore != nil {
 		stored, err := s.keystore.Load(ctx)
@@ -154,7 +154,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return fail(err)
 		}
 		for _, name := range sortedKeys(stored) {
-			if _, dup := all[name]; dup {
+			if fromConfig[name] {
 				s.log.Warn("key from the key store shadowed by the config file", "key", name)
 				continue
 			}
@@ -163,12 +163,18 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			if ps := s.cfg.checkKey(s.reg, "keys."+name, name, kc); len(ps) > 0 {
 				return fail(&ValidationError{ps})
 			}
-			k, err := s.build(ctx, name, kc, false)
-			if err != nil {
-				return fail(err)
-			}
-			all[name] = k
+			start[name] = kc
 		}
+	}
+	if err := s.prepare(ctx, start); err != nil {
+		return fail(err)
+	}
+	for _, name := range sortedKeys(start) {
+		k, err := s.build(ctx, name, start[name], fromConfig[name])
+		if err != nil {
+			return fail(err)
+		}
+		all[name] = k
 	}
 	s.keys.Store(&all)
 	if !isLoopbackAddr(o.Config.Listen) || (o.Config.GRPCListen != "" && !isLoopbackAddr(o.Config.GRPCListen)) {
@@ -186,6 +192,30 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// prepare calls each strategy's Prepare with its keys among keys.
+func (s *Server) prepare(ctx context.Context, keys map[string]KeyConfig) error {
+	byStrategy := map[string]map[string]KeyConfig{}
+	for name, kc := range keys {
+		if kc.Store == "" {
+			kc.Store = DefaultStore
+		}
+		if byStrategy[kc.Strategy] == nil {
+			byStrategy[kc.Strategy] = map[string]KeyConfig{}
+		}
+		byStrategy[kc.Strategy][name] = kc
+	}
+	for _, name := range sortedKeys(byStrategy) {
+		st, ok := s.reg.Strategy(name)
+		if !ok || st.Prepare == nil {
+			continue // build reports an unknown strategy
+		}
+		if err := st.Prepare(ctx, s.env, byStrategy[name]); err != nil {
+			return fmt.Errorf("server: prepare %d %s key(s): %w", len(byStrategy[name]), name, err)
+		}
+	}
+	return nil
 }
 
 func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfig bool) (*key, error) {

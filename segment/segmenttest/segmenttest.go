@@ -7,6 +7,7 @@ package segmenttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -39,6 +40,7 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 		{"UnknownKey", testUnknownKey},
 		{"Remainder", testRemainder},
 		{"Raise", testRaise},
+		{"EnsureKeys", testEnsureKeys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -565,5 +567,43 @@ func testRaise(t *testing.T, open Opener) {
 	}
 	if _, err := s.Raise(ctx, "", 10); !errors.Is(err, segment.ErrBadKey) {
 		t.Fatalf("Raise of an empty key: %v; want ErrBadKey", err)
+	}
+}
+
+// testEnsureKeys: many keys at once (over several batches), some existing:
+// the missing ones are created, the existing ones keep their rows, and a
+// second call changes nothing.
+func testEnsureKeys(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	a, err := segment.New(s, segment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, segment.KeyInfo{Key: "k7", MaxID: 5000, Step: 10})
+	var want []segment.KeyInfo
+	for i := 0; i < 450; i++ {
+		want = append(want, segment.KeyInfo{Key: fmt.Sprintf("k%d", i), Step: 100, Description: "batch"})
+	}
+	rows, err := a.EnsureKeys(ctxT(t), want)
+	if err != nil {
+		t.Fatalf("EnsureKeys: %v", err)
+	}
+	if len(rows) != 450 {
+		t.Fatalf("%d rows after EnsureKeys of 450 keys, want 450", len(rows))
+	}
+	if r := rows["k7"]; r.MaxID != 5000 || r.Step != 10 {
+		t.Errorf("existing row changed: %+v", r)
+	}
+	if r := rows["k449"]; r.MaxID != segment.DefaultMaxID || r.Step != 100 || r.Description != "batch" {
+		t.Errorf("created row: %+v", r)
+	}
+	if _, err := a.EnsureKeys(ctxT(t), want); err != nil {
+		t.Fatalf("EnsureKeys again: %v", err)
+	}
+	if got := maxID(t, s, "k7"); got != 5000 {
+		t.Errorf("k7 max_id %d after a second EnsureKeys, want 5000", got)
+	}
+	if _, err := a.EnsureKeys(ctxT(t), []segment.KeyInfo{{Key: "", Step: 1}}); !errors.Is(err, segment.ErrBadKey) {
+		t.Errorf("EnsureKeys with an empty key: %v, want ErrBadKey", err)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/sqldb"
@@ -249,6 +250,68 @@ func (s *Store) Create(ctx context.Context, k segment.KeyInfo) error {
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: create %q: %w", k.Key, err)
+	}
+	return nil
+}
+
+// createBatch is how many rows one INSERT of CreateMissing carries (5
+// parameters each, well under every dialect's limit).
+const createBatch = 200
+
+// CreateMissing inserts the rows of keys that do not exist, in one
+// transaction of multi-row INSERTs that skip existing keys (one commit,
+// one fsync, for any number of keys).
+func (s *Store) CreateMissing(ctx context.Context, keys []segment.KeyInfo) error {
+	valid := make([]segment.KeyInfo, 0, len(keys))
+	for _, k := range keys {
+		k, err := segment.ValidateKeyInfo(k)
+		if err != nil {
+			return err
+		}
+		valid = append(valid, k)
+	}
+	ctx, cancel := s.db.Bound(ctx)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: create %d keys: %w", len(valid), err)
+	}
+	defer tx.Rollback()
+	for start := 0; start < len(valid); start += createBatch {
+		batch := valid[start:min(start+createBatch, len(valid))]
+		var q strings.Builder
+		if s.db.Dialect == sqldb.SQLite {
+			q.WriteString("INSERT OR IGNORE")
+		} else {
+			q.WriteString("INSERT")
+		}
+		q.WriteString(" INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ")
+		args := make([]any, 0, 4*len(batch))
+		for i, k := range batch {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, CURRENT_TIMESTAMP)")
+			var desc any
+			if k.Description != "" {
+				desc = k.Description
+			}
+			args = append(args, k.Key, k.MaxID, k.Step, desc)
+		}
+		switch s.db.Dialect {
+		case sqldb.Postgres:
+			q.WriteString(" ON CONFLICT (biz_tag) DO NOTHING")
+		case sqldb.MySQL:
+			// A no-op update: INSERT IGNORE would also turn other errors
+			// into warnings.
+			q.WriteString(" ON DUPLICATE KEY UPDATE biz_tag = biz_tag")
+		}
+		if _, err := tx.ExecContext(ctx, s.db.Dialect.Rebind(q.String()), args...); err != nil {
+			return fmt.Errorf("sqlstore: create %d keys: %w", len(valid), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: create %d keys: commit: %w", len(valid), err)
 	}
 	return nil
 }

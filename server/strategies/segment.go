@@ -34,7 +34,8 @@ func segmentStrategy() server.Strategy {
 			}
 			return ps
 		},
-		New: newSegment,
+		New:     newSegment,
+		Prepare: prepareSegments,
 	}
 }
 
@@ -102,11 +103,13 @@ func openAllocator(ctx context.Context, env *server.Env, store string) (*segment
 // restarts and deletions (its max_id only grows); a step set in the config
 // wins over the row's.
 func ensureRow(ctx context.Context, a *segment.Allocator, name string, step int64, desc string) error {
-	want := step
-	if want == 0 {
-		want = DefaultStep
+	if info, ok := a.Known(name); ok { // prepared with the other keys
+		if step != 0 && info.Step != step {
+			return a.SetStep(ctx, name, step)
+		}
+		return nil
 	}
-	err := a.CreateKey(ctx, segment.KeyInfo{Key: name, Step: want, Description: desc})
+	err := a.CreateKey(ctx, rowInfo(name, step, desc))
 	switch {
 	case errors.Is(err, segment.ErrKeyExists):
 		if step != 0 {
@@ -122,6 +125,35 @@ func ensureRow(ctx context.Context, a *segment.Allocator, name string, step int6
 	default:
 		return err
 	}
+}
+
+// rowInfo is the row a key's config asks for.
+func rowInfo(name string, step int64, desc string) segment.KeyInfo {
+	if step == 0 {
+		step = DefaultStep
+	}
+	return segment.KeyInfo{Key: name, Step: step, Description: desc}
+}
+
+// prepareSegments creates the rows of every segment key of a starting
+// server at once, one batch per store, instead of one committed INSERT per
+// key (10,000 keys on a fresh SQLite store took 9 s); each key's build
+// then finds its row known and asks the store nothing.
+func prepareSegments(ctx context.Context, env *server.Env, keys map[string]server.KeyConfig) error {
+	byStore := map[string][]segment.KeyInfo{}
+	for name, k := range keys {
+		byStore[k.Store] = append(byStore[k.Store], rowInfo(name, k.Step, k.Options["description"]))
+	}
+	for store, infos := range byStore {
+		a, err := openAllocator(ctx, env, store)
+		if err != nil {
+			return err
+		}
+		if _, err := a.EnsureKeys(ctx, infos); err != nil {
+			return fmt.Errorf("segment store %q: create the rows of %d keys: %w", store, len(infos), err)
+		}
+	}
+	return nil
 }
 
 func newSegment(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
@@ -199,10 +231,10 @@ func (s *segmentKey) StoreRow(ctx context.Context) (server.StoreRow, error) {
 	return server.StoreRow{Key: info.Key, MaxID: info.MaxID, Step: info.Step, UpdateTime: info.UpdateTime, Description: info.Description}, nil
 }
 
-// Ready checks the key's row can be read from the store.
+// Ready checks the key's row can be read from the store (one listing for
+// all the store's keys, at most once a second).
 func (s *segmentKey) Ready(ctx context.Context) error {
-	_, err := s.a.Describe(ctx, s.name)
-	return err
+	return s.a.RowReady(ctx, s.name)
 }
 
 func (s *segmentKey) Stats() []server.Stat { return segmentStats(s.k.Stats()) }
