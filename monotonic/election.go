@@ -223,12 +223,13 @@ func (e *Etcd) campaign(ctx context.Context) error {
 			}
 		}
 	}()
-	if err := el.Campaign(ctx, e.cfg.Advertise); err != nil {
+	key, rev, err := e.elect(ctx, grant.ID)
+	if err != nil {
 		return fmt.Errorf("monotonic: campaign: %w", err)
 	}
 	tctx, tcancel := context.WithCancel(ctx)
 	defer tcancel()
-	t := &term{key: el.Key(), rev: el.Rev(), clk: e.cfg.Clock, cancel: tcancel}
+	t := &term{key: key, rev: rev, clk: e.cfg.Clock, cancel: tcancel}
 	defer t.fence()
 	// From here on, the key's deletion (or the lease's) ends the term.
 	e.wg.Add(1)
@@ -321,6 +322,73 @@ func (e *Etcd) campaign(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// elect puts this node's candidate key, attached to lease, and returns
+// once every key created before it is gone: concurrency.Election's
+// Campaign rule. Unlike Campaign, giving up (ctx done) leaves the key to
+// the lease's revoke, bounded by Timeout, instead of resigning with the
+// client's own context, which never ends while etcd is unreachable (Close
+// would hang).
+func (e *Etcd) elect(ctx context.Context, lease clientv3.LeaseID) (key string, rev int64, err error) {
+	cli := e.cfg.Client
+	// The key concurrency.Election uses (it adds a "/" to the prefix), so
+	// that nodes of earlier versions, which campaign through it, share the
+	// election.
+	pfx := e.electionKey() + "/"
+	key = fmt.Sprintf("%s%x", pfx, int64(lease))
+	pctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	resp, err := cli.Txn(pctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, e.cfg.Advertise, clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	cancel()
+	if err != nil {
+		return "", 0, err
+	}
+	rev = resp.Header.Revision
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return "", 0, errors.New("candidate key vanished as it was created")
+		}
+		rev = kvs[0].CreateRevision
+	}
+	for {
+		gctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+		r, err := cli.Get(gctx, pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)
+		cancel()
+		if err != nil {
+			return "", 0, err
+		}
+		if len(r.Kvs) == 0 {
+			return key, rev, nil
+		}
+		if err := e.waitDelete(ctx, string(r.Kvs[0].Key), r.Header.Revision); err != nil {
+			return "", 0, err
+		}
+	}
+}
+
+// waitDelete returns once key is deleted after revision rev.
+func (e *Etcd) waitDelete(ctx context.Context, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range e.cfg.Client.Watch(wctx, key, clientv3.WithRev(rev+1)) {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("watch of the candidate before this one ended")
 }
 
 // handover returns the Mono time from which this node, just elected, may

@@ -288,3 +288,34 @@ func TestEtcdResignHandsOverAtOnce(t *testing.T) {
 	leaderOf(t, []*node{b}, 3*time.Second)
 	t.Logf("the successor leads %v after the resignation", clk.Mono()-closed)
 }
+
+// TestEtcdCloseWhileUnreachable: a candidate waiting to be elected closes
+// promptly even while etcd is unreachable (it gives its key back through
+// the lease's revoke, bounded by Timeout, not a resignation without one).
+func TestEtcdCloseWhileUnreachable(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Etcd)
+	prefix := "/" + testserver.Prefix(t) + "/"
+	proxy, err := tcpproxy.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	a := startNode(t, addr, prefix, EtcdConfig{})
+	leaderOf(t, []*node{a}, 10*time.Second)
+	b := startNode(t, proxy.Addr(), prefix, EtcdConfig{})
+	testserver.Eventually(t, "the candidate knows the leader", 10*time.Second, func() bool {
+		l, _ := b.src.Leader()
+		return l == a.peers.Addr()
+	})
+	proxy.Blackhole()
+	done := make(chan struct{})
+	go func() {
+		b.src.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Close of a candidate still waiting 15s after etcd became unreachable")
+	}
+}
