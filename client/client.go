@@ -352,6 +352,9 @@ func (c *Client) retry(ctx context.Context, k *keyState, dst []int64, got int, f
 		case modeText:
 			return k.textErr()
 		case modeDirect:
+			if c.closed.Load() {
+				return ErrClosed
+			}
 			n, err := k.coalesced(ctx, dst[got:])
 			got += n
 			if err == nil {

@@ -242,9 +242,15 @@ func TestClose(t *testing.T) {
 	if _, err := c.Next(testCtx(t), "order"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Next(testCtx(t), "mono"); err != nil {
+		t.Fatal(err)
+	}
 	c.Close()
 	if err := c.NextN(testCtx(t), "order", make([]int64, 100000)); !errors.Is(err, ErrClosed) {
 		t.Errorf("NextN after Close = %v; want ErrClosed", err)
+	}
+	if _, err := c.Next(testCtx(t), "mono"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next of a monotonic key after Close = %v; want ErrClosed", err)
 	}
 }
 

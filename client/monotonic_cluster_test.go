@@ -274,15 +274,30 @@ func TestMonotonicClusterClientLinearizable(t *testing.T) {
 func BenchmarkMonotonicCluster(b *testing.B) {
 	mc := startMonoCluster(b)
 	for _, proto := range []string{"http", "grpc"} {
+		urls := mc.urls
+		if proto == "grpc" {
+			urls = mc.grpcURLs
+		}
 		for _, inflight := range []int{1, 2, 4, 8} {
 			b.Run(fmt.Sprintf("%s/inflight=%d", proto, inflight), func(b *testing.B) {
-				urls := mc.urls
-				if proto == "grpc" {
-					urls = mc.grpcURLs
-				}
 				benchMonotonic(b, urls, 256, inflight)
 			})
 		}
+	}
+}
+
+// BenchmarkMonotonicClusterUnloaded: one caller at a time, each call its
+// own round trip: the latency of a call when nothing else is waiting.
+//
+//	go test -run '^$' -bench MonotonicClusterUnloaded -benchtime 20000x ./client/
+func BenchmarkMonotonicClusterUnloaded(b *testing.B) {
+	mc := startMonoCluster(b)
+	for _, proto := range []string{"http", "grpc"} {
+		urls := mc.urls
+		if proto == "grpc" {
+			urls = mc.grpcURLs
+		}
+		b.Run(proto, func(b *testing.B) { benchMonotonic(b, urls, 1, 2) })
 	}
 }
 
@@ -304,12 +319,36 @@ func benchMonotonic(b *testing.B, urls []string, callers, inflight int) {
 		b.Logf("the key's leader (%q) is not known to be one of the endpoints: requests go to any node, which forwards", ks.Leader)
 	}
 	before := ks.Requests
-	var mu sync.Mutex
 	all := hdr.New()
-	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
+	if callers == 1 {
+		for range b.N {
+			t0 := time.Now()
+			if _, err := c.Next(ctx, "seq"); err != nil {
+				b.Fatal(err)
+			}
+			all.Record(int64(time.Since(t0)))
+		}
+	} else {
+		benchParallel(b, c, callers, all)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	reqs := c.Stats().Keys[0].Requests - before
+	b.ReportMetric(float64(b.N)/el.Seconds(), "IDs/s")
+	b.ReportMetric(float64(all.ValueAt(0.5))/1e3, "p50-µs")
+	b.ReportMetric(float64(all.ValueAt(0.99))/1e3, "p99-µs")
+	b.ReportMetric(float64(reqs)/float64(b.N), "requests/ID")
+}
+
+// benchParallel calls Next b.N times from callers goroutines, recording
+// latencies into all.
+func benchParallel(b *testing.B, c *Client, callers int, all *hdr.Histogram) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.RunParallel(func(pb *testing.PB) {
 		// One call in 8 is timed: an unbiased sample of the same calls,
 		// at an eighth of the clock reads and histogram records, which
@@ -334,11 +373,4 @@ func benchMonotonic(b *testing.B, urls []string, callers, inflight int) {
 		all.Merge(lat)
 		mu.Unlock()
 	})
-	el := time.Since(start)
-	b.StopTimer()
-	reqs := c.Stats().Keys[0].Requests - before
-	b.ReportMetric(float64(b.N)/el.Seconds(), "IDs/s")
-	b.ReportMetric(float64(all.ValueAt(0.5))/1e3, "p50-µs")
-	b.ReportMetric(float64(all.ValueAt(0.99))/1e3, "p99-µs")
-	b.ReportMetric(float64(reqs)/float64(b.N), "requests/ID")
 }
