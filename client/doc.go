@@ -17,11 +17,29 @@
 // grows). IDs a process never hands out are gaps; the client never asks a
 // server for them again, so they are never reissued.
 //
-// Monotonic keys are never prefetched: each call is its own request, so
-// real-time order across the cluster holds (design.md U8). Keys of other
-// strategies the client does not know to be safe to buffer are not
-// prefetched either. Text keys (UUID family, order numbers) are refused by
-// Next: their IDs are not int64.
+// Monotonic keys are never prefetched, so real-time order across the
+// cluster holds (design.md U8): every call gets IDs from a request sent
+// after it began. Concurrent calls share requests: a call joins the batch
+// that is gathering, which is sent when one of Options.MaxInFlight slots
+// is free (a call that arrives while they are busy waits for the next
+// request), and the answer, a range, is split in the order the calls
+// joined. A call whose context ends leaves; the IDs meant for it are gaps,
+// never served later. The requests go to the key's leader when the
+// answers have named it (Idmint-Leader) and an endpoint has said it is
+// that node (Idmint-Node); otherwise, or when it fails, to any endpoint,
+// which forwards. Keys of other strategies the client does not know to be
+// safe to buffer are served the same way, with batches of IDs. Text keys
+// (UUID family, order numbers) are refused by Next: their IDs are not
+// int64.
+//
+// # Keys that change
+//
+// Every answer says the key's strategy and its generation on that node
+// (Idmint-Strategy, Idmint-Key-Generation). When the strategy is not the
+// one the client learned, or one endpoint's generation changes (the key
+// was deleted and created again there), the client drops what it holds
+// for the key and learns it again; the IDs of that answer are not
+// buffered.
 //
 // # Failover
 //
