@@ -757,6 +757,9 @@ func (a *Allocator) Known(key string) (KeyInfo, bool) {
 	defer a.knownMu.Unlock()
 	r, ok := a.known[key]
 	delete(a.known, key)
+	if len(a.known) == 0 {
+		a.known = nil // a map never shrinks: let the last read free it
+	}
 	return r, ok
 }
 
