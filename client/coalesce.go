@@ -31,7 +31,7 @@ type coalescer struct {
 	mu       sync.Mutex
 	gather   *batch // the batch calls join; nil when none is gathering
 	inflight int    // flushers running, each sending one batch at a time
-	last     int    // calls in the last batch sealed: the next one's capacity
+	size     int    // the next batch's capacity: the recent largest batch, decaying
 }
 
 // batch is the calls one request (or several, when the calls want more
@@ -107,7 +107,7 @@ func (k *keyState) join(dst []int64) (*batch, int) {
 	co.mu.Lock()
 	b := co.gather
 	if b == nil {
-		b = &batch{done: make(chan struct{}), calls: make([]call, 0, max(co.last, 4))}
+		b = &batch{done: make(chan struct{}), calls: make([]call, 0, max(co.size, 4))}
 		co.gather = b
 	}
 	i := len(b.calls)
@@ -162,7 +162,7 @@ func (k *keyState) flush() {
 			co.mu.Unlock()
 			return
 		}
-		co.last = len(b.calls)
+		co.size = max(len(b.calls), co.size-co.size/8)
 		co.mu.Unlock()
 		k.send(b)
 	}
