@@ -8,10 +8,15 @@
 // persisted first; the write of the bound is conditional on its leadership
 // (a fence), and a new leader starts strictly above the bound it reads. A
 // leader stops issuing as soon as it can no longer prove its leadership on
-// its own monotonic clock (the send time of the last confirmed keepalive +
-// TTL - margin), so a leader paused past its TTL answers nothing with an
-// old value when it wakes. Followers forward to the leader, coalescing
-// concurrent requests into one round trip.
+// its own monotonic clock (the send time of the last confirmed proof: a
+// keepalive, then a write conditional on its election key, + TTL -
+// margin), so a leader paused past its TTL answers nothing with an old
+// value when it wakes, and at once when it sees its key or lease gone (an
+// operator's lease revoke or key delete). A new leader issues only once
+// its predecessor cannot be issuing any more: TTL after it saw the
+// predecessor's last proof, or at once after a clean resignation.
+// Followers forward to the leader, coalescing concurrent requests into one
+// round trip.
 //
 // Two forms: Counter (1, 2, 3, ... dense within a leadership term; a
 // failover skips at most the unissued part of the bound's window) and
