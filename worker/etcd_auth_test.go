@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/idmint/idmint/internal/testserver"
 )
 
@@ -54,31 +51,9 @@ func TestEtcdAuthURL(t *testing.T) {
 // authentication on; without them, or with a wrong password, it is refused.
 func TestEtcdAuthLease(t *testing.T) {
 	srv := testserver.Start(t, testserver.Etcd)
+	pw := testserver.EnableEtcdAuth(t, srv.Addr(), "idmint", "idmint-pw", "/idmint/")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	root, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	for _, step := range []func() error{
-		func() error { _, err := root.UserAdd(ctx, "root", "root-pw"); return err },
-		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := root.UserAdd(ctx, "idmint", "idmint-pw"); return err },
-		func() error { _, err := root.RoleAdd(ctx, "idmint"); return err },
-		func() error {
-			_, err := root.RoleGrantPermission(ctx, "idmint", "/idmint/", clientv3.GetPrefixRangeEnd("/idmint/"), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := root.UserGrantRole(ctx, "idmint", "idmint"); return err },
-		func() error { _, err := root.AuthEnable(ctx); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatalf("enable etcd auth: %v", err)
-		}
-	}
-	pw := filepath.Join(t.TempDir(), "etcd-password")
-	os.WriteFile(pw, []byte("idmint-pw\n"), 0o600)
 	a, err := Open(ctx, "etcd://idmint@"+srv.Addr()+"/idmint?name=auth&ttl=2s&password_file="+pw)
 	if err != nil {
 		t.Fatalf("with credentials: %v", err)

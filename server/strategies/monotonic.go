@@ -217,7 +217,14 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 		peerListen = "127.0.0.1:0"
 	}
 	res, err := env.Shared(ctx, "monotonic cluster "+strings.Join(hosts, ",")+" "+peerListen, func(ctx context.Context) (server.Resource, error) {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), Context: context.Background()})
+		cc := clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), Context: context.Background()}
+		if _, own := k.Options["etcd"]; !own {
+			// The coordinator's etcd: with its credentials.
+			if cc.Username, cc.Password, err = worker.EtcdAuth(env.Config.Coordinator); err != nil {
+				return nil, fmt.Errorf("monotonic: %w", err)
+			}
+		}
+		cli, err := clientv3.New(cc)
 		if err != nil {
 			return nil, fmt.Errorf("monotonic: etcd %s: %w", strings.Join(hosts, ","), err)
 		}

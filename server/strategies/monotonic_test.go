@@ -271,3 +271,26 @@ func TestMonotonicLeaderNode(t *testing.T) {
 		testserver.Eventually(t, fmt.Sprintf("node %d names the leader", i), 10*time.Second, func() bool { return n.LeaderNode() == nodeName() })
 	}
 }
+
+// A monotonic key on the coordinator's etcd logs in with the coordinator
+// URL's credentials; without them etcd refuses it.
+func TestMonotonicEtcdAuth(t *testing.T) {
+	srv := testserver.Start(t, testserver.Etcd)
+	pw := testserver.EnableEtcdAuth(t, srv.Addr(), "idmint", "idmint-pw", "/idmint/")
+	keys := map[string]server.KeyConfig{"seq": {Strategy: "monotonic", Options: map[string]string{"ttl": "2"}}}
+	_, h := serveWith(t, keys, setup{coord: "etcd://idmint@" + srv.Addr() + "/idmint?name=auth&password_file=" + pw})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/v1/keys/seq/ids?count=2", nil)
+		r.Host = "127.0.0.1"
+		h.ServeHTTP(w, r)
+		if w.Code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no monotonic ID within 20s with etcd credentials: %d %s", w.Code, w.Body)
+		}
+		time.Sleep(50 * time.Millisecond) // the election: a poll with a deadline
+	}
+}

@@ -34,6 +34,7 @@ type setup struct {
 	env    map[string]string
 	dir    string
 	keyDir string
+	coord  string // coordinator URL; default static://7
 }
 
 func serveWith(t testing.TB, keys map[string]server.KeyConfig, o setup) (*server.Server, http.Handler) {
@@ -45,7 +46,10 @@ func serveWith(t testing.TB, keys map[string]server.KeyConfig, o setup) (*server
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
-	cfg := &server.Config{DataDir: o.dir, Coordinator: "static://7", Stores: map[string]string{}, Keys: keys, KeyDir: o.keyDir}
+	if o.coord == "" {
+		o.coord = "static://7"
+	}
+	cfg := &server.Config{DataDir: o.dir, Coordinator: o.coord, Stores: map[string]string{}, Keys: keys, KeyDir: o.keyDir}
 	for n, u := range o.stores {
 		cfg.Stores[n] = u
 	}
