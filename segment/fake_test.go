@@ -22,8 +22,8 @@ type fakeStore struct {
 	latency   time.Duration // real delay per Allocate, for benchmarks
 	steps     []int64       // every step asked of Allocate
 	calls     int
-	lists     int   // List calls
-	listErr   error // List returns it while set
+	lists     int           // List calls
+	listErr   error         // List returns it while set
 	allocated chan struct{} // gets a value after each successful Allocate, if set
 }
 
