@@ -9,7 +9,7 @@
 // and exits 1 when any object is invalid.
 import { readFileSync } from "node:fs";
 
-const groups = { v1: "v1", "apps/v1": "apps/v1", "policy/v1": "policy/v1" };
+const groups = { v1: "v1", "apps/v1": "apps/v1", "policy/v1": "policy/v1", "networking.k8s.io/v1": "networking.k8s.io/v1" };
 let bad = 0;
 for (const file of process.argv.slice(2)) {
   for (const obj of JSON.parse(readFileSync(file, "utf8"))) {
