@@ -492,6 +492,41 @@ type leaderSeq struct {
 	seqServer
 	node, leader string
 	gets         atomic.Int64
+	spread       *spreadGate // nil: answer at once
+}
+
+// spreadGate holds each answer until every one of n targets has been
+// asked once (at most 5 s), so a bench that spreads its workers over the
+// targets has each of them answer some requests, however the scheduler
+// runs the workers: on a loaded machine one worker could otherwise take
+// all of a run's requests before the others started.
+type spreadGate struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	n    int
+	all  chan struct{}
+}
+
+func newSpreadGate(n int) *spreadGate {
+	return &spreadGate{seen: map[string]bool{}, n: n, all: make(chan struct{})}
+}
+
+func (g *spreadGate) wait(node string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	if !g.seen[node] {
+		g.seen[node] = true
+		if len(g.seen) == g.n {
+			close(g.all)
+		}
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+	case <-time.After(5 * time.Second): // the assertion then reports the target left out
+	}
 }
 
 func (l *leaderSeq) handler() http.Handler {
@@ -505,6 +540,7 @@ func (l *leaderSeq) handler() http.Handler {
 		if r.Method == http.MethodHead {
 			return
 		}
+		l.spread.wait(l.node)
 		l.gets.Add(1)
 		h.ServeHTTP(w, r)
 	})
@@ -516,7 +552,9 @@ func (l *leaderSeq) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (*v1.Next
 		md.Set("idmint-leader", l.leader)
 	}
 	grpc.SetHeader(ctx, md)
-	l.gets.Add(1)
+	if l.gets.Add(1) > 1 { // the first is bench's probe for the headers
+		l.spread.wait(l.node)
+	}
 	return &v1.NextIDsResponse{Key: r.Key, Strategy: "monotonic", Ids: l.take(int(r.Count))}, nil
 }
 
@@ -528,6 +566,12 @@ func TestBenchSendsToLeader(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			for _, leader := range []string{"n1", ""} {
 				nodes := []*leaderSeq{{node: "n0", leader: leader}, {node: "n1", leader: leader}, {node: "n2"}}
+				if leader == "" {
+					g := newSpreadGate(len(nodes))
+					for _, n := range nodes {
+						n.spread = g
+					}
+				}
 				var targets []string
 				for _, n := range nodes {
 					if proto == "grpc" {
