@@ -124,18 +124,7 @@ func TestCluster(t *testing.T) {
 		}
 		n := &node{name: fmt.Sprintf("n%d", i), bin: bin, cfg: cfg, data: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: freeTCPPort(t), log: lf}
 		nodes[i] = n
-		t.Cleanup(func() {
-			if n.cmd != nil && n.cmd.ProcessState == nil {
-				n.cmd.Process.Signal(syscall.SIGCONT)
-				n.cmd.Process.Kill()
-				<-n.done
-			}
-			lf.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(lf.Name())
-				t.Logf("log of %s (last 3000 bytes):\n%s", n.name, b[max(0, len(b)-3000):])
-			}
-		})
+		t.Cleanup(func() { n.cleanup(t) })
 		urls = append(urls, n.url())
 	}
 	// Start them concurrently: each waits for etcd and PostgreSQL.
@@ -312,4 +301,19 @@ func TestCluster(t *testing.T) {
 		all = append(all, id)
 	}
 	checkDraws(t, [][]int64{all}, nil)
+}
+
+// cleanup kills the node if it runs (continuing it first if stopped),
+// closes its log, and shows the log's end when the test failed.
+func (n *node) cleanup(t testing.TB) {
+	if n.cmd != nil && n.cmd.ProcessState == nil {
+		n.cmd.Process.Signal(syscall.SIGCONT)
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+	n.log.Close()
+	if t.Failed() {
+		b, _ := os.ReadFile(n.log.Name())
+		t.Logf("log of %s (last 3000 bytes):\n%s", n.name, b[max(0, len(b)-3000):])
+	}
 }

@@ -3,13 +3,10 @@ package client
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/internal/hdr"
+	"github.com/idmint/idmint/internal/idtest"
 	"github.com/idmint/idmint/internal/testserver"
 )
 
@@ -59,18 +57,7 @@ func startMonoCluster(t testing.TB) *monoCluster {
 		mc.nodes = append(mc.nodes, n)
 		mc.urls = append(mc.urls, n.url())
 		mc.grpcURLs = append(mc.grpcURLs, fmt.Sprintf("grpc://127.0.0.1:%d", n.grpcPort))
-		t.Cleanup(func() {
-			if n.cmd != nil && n.cmd.ProcessState == nil {
-				n.cmd.Process.Signal(syscall.SIGCONT)
-				n.cmd.Process.Kill()
-				<-n.done
-			}
-			lf.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(lf.Name())
-				t.Logf("log of %s (last 3000 bytes):\n%s", n.name, b[max(0, len(b)-3000):])
-			}
-		})
+		t.Cleanup(func() { n.cleanup(t) })
 	}
 	var wg sync.WaitGroup
 	for _, n := range mc.nodes {
@@ -93,28 +80,6 @@ func (n *node) exited() bool {
 	}
 }
 
-// isLeader reports whether n says on /metrics that it is the proven
-// leader of seq.
-func (n *node) isLeader() bool {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(n.url() + "/metrics")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "idmint_monotonic_leader{") && strings.Contains(line, `key="seq"`) {
-			return strings.HasSuffix(line, " 1")
-		}
-	}
-	return false
-}
-
 // leader waits until exactly one node other than not (and not down) says
 // it leads, and returns it.
 func (mc *monoCluster) leader(t testing.TB, why string, not ...*node) *node {
@@ -127,7 +92,7 @@ func (mc *monoCluster) leader(t testing.TB, why string, not ...*node) *node {
 			for _, x := range not {
 				skip = skip || x == n
 			}
-			if skip || !n.isLeader() {
+			if skip || !idtest.MonotonicLeader(n.url(), "seq") {
 				continue
 			}
 			if l != nil {

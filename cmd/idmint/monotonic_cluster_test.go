@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/internal/idtest"
 	"github.com/idmint/idmint/internal/tcpproxy"
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/monotonic/lincheck"
@@ -313,7 +314,7 @@ func TestMonotonicClusterLinearizable(t *testing.T) {
 				if base == nil || n == not {
 					continue
 				}
-				if monoIsLeader(*base) {
+				if idtest.MonotonicLeader(*base, monoKey) {
 					if l != nil {
 						return false
 					}
@@ -505,28 +506,6 @@ func monoMaxBefore(h *monoHistory, at time.Duration) int64 {
 		}
 	}
 	return top
-}
-
-// monoIsLeader reports whether the node at base says, on /metrics, that it
-// is the proven leader of the key.
-func monoIsLeader(base string) bool {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get(base + "/metrics")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "idmint_monotonic_leader{") && strings.Contains(line, `key="`+monoKey+`"`) {
-			return strings.HasSuffix(line, " 1")
-		}
-	}
-	return false
 }
 
 // monoWaitState waits until every thread of pid is in state (T: stopped):
