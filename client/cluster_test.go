@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,14 +30,8 @@ type node struct {
 	log                  *os.File
 }
 
-func freeTCPPort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freeTCPPort is a port for a node that the test restarts on it.
+func freeTCPPort(t testing.TB) int { return testserver.FreePort(t) }
 
 func (n *node) url() string { return "http://127.0.0.1:" + strconv.Itoa(n.port) }
 

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -301,23 +302,29 @@ func (s *Server) Pid(t testing.TB) int {
 // (its peer port).
 func freePort(t testing.TB, k Kind) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for range 200 {
+		// Below Linux's ephemeral range (32768-60999 by default): a port
+		// the kernel hands out to outgoing connections could be taken by
+		// one of them while a test has the server stopped. A restarted
+		// etcd of a loaded run found its peer port (client port + 1)
+		// taken that way.
+		p := 20000 + mrand.IntN(12000)
+		if !portFree(p) || (k == Etcd && !portFree(p+1)) {
+			continue
 		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if k != Etcd {
-			return p
-		}
-		if l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1))); err == nil {
-			l2.Close()
-			return p
-		}
+		return p
 	}
 	t.Fatal("testserver: no free port")
 	return 0
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 // Eventually polls cond every 20 ms until it holds, failing the test with
@@ -333,4 +340,11 @@ func Eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// FreePort returns a free loopback TCP port below the kernel's ephemeral
+// range, for a process a test stops and restarts on the same port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	return freePort(t, "")
 }
