@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -91,15 +92,68 @@ func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) int {
 	if r.Method == http.MethodPost {
 		return s.createKeyHTTP(w, r)
 	}
+	limit, after, err := parsePage(r.URL.RawQuery)
+	if err != nil {
+		e := apiError{status: http.StatusBadRequest, code: CodeBadPage, field: err.field, msg: err.Error()}
+		s.writeError(w, e)
+		return e.status
+	}
 	t := s.table()
+	names := sortedKeys(t)
+	from := sort.SearchStrings(names, after)
+	if from < len(names) && names[from] == after && after != "" {
+		from++
+	}
+	page := names[from:min(from+limit, len(names))]
 	out := struct {
-		Keys []keyView `json:"keys"`
-	}{Keys: make([]keyView, 0, len(t))}
-	for _, n := range sortedKeys(t) {
+		Keys  []keyView `json:"keys"`
+		Total int       `json:"total"`
+		Next  string    `json:"next,omitempty"`
+	}{Keys: make([]keyView, 0, len(page)), Total: len(names)}
+	for _, n := range page {
 		out.Keys = append(out.Keys, s.view(r, t[n]))
+	}
+	if from+len(page) < len(names) {
+		out.Next = page[len(page)-1]
 	}
 	s.writeJSON(w, http.StatusOK, out)
 	return http.StatusOK
+}
+
+// DefaultKeysPage and MaxKeysPage bound GET /v1/keys: a page of keys in
+// name order, ?limit=N (default DefaultKeysPage) after ?after=NAME; the
+// answer's "next" is the after= of the next page, absent on the last.
+// 10,000 keys listed at once made a 750 KB answer.
+const (
+	DefaultKeysPage = 1000
+	MaxKeysPage     = 10000
+)
+
+type pageError struct {
+	field string
+	msg   string
+}
+
+func (e *pageError) Error() string { return e.msg }
+
+func parsePage(raw string) (limit int, after string, perr *pageError) {
+	limit = DefaultKeysPage
+	v, ok, err := queryValue(raw, "limit")
+	if err != nil {
+		return 0, "", &pageError{"limit", err.Error()}
+	}
+	if ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxKeysPage {
+			return 0, "", &pageError{"limit", fmt.Sprintf("limit: %q is not a whole number between 1 and %d", trunc(v), MaxKeysPage)}
+		}
+		limit = n
+	}
+	a, _, err := queryValue(raw, "after")
+	if err != nil {
+		return 0, "", &pageError{"after", err.Error()}
+	}
+	return limit, a, nil
 }
 
 // createRequest is the body of POST /v1/keys.

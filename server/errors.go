@@ -14,6 +14,7 @@ import (
 // {"error":{"code":...,"message":...,"field":...}}.
 const (
 	CodeBadCount         = "bad_count"
+	CodeBadPage          = "bad_page" // limit or after of a listing
 	CodeBadKey           = "bad_key"
 	CodeBadLayout        = "bad_layout"
 	CodeBadID            = "bad_id"
