@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"sort"
@@ -177,7 +178,23 @@ type UIState struct {
 	SamplesKept int `json:"samples_kept"`
 	// Strategies are the strategy names a new key may use.
 	Strategies []string `json:"strategies"`
+	// KeysTotal counts every key; KeysMatched those whose name holds
+	// Filter. Keys holds the first Limit of those, by name: with 10,000
+	// keys one poll every 2 s was a 750 KB answer and a goroutine per key.
+	KeysTotal   int    `json:"keys_total"`
+	KeysMatched int    `json:"keys_matched"`
+	Filter      string `json:"filter"`
+	Limit       int    `json:"limit"`
 }
+
+// The dashboard's state shows at most UIMaxKeys keys by default, and up to
+// UIMaxKeysLimit when a poll asks (?limit=N); ?filter=TEXT keeps the keys
+// whose name holds TEXT (case-insensitive, at most 128 bytes).
+const (
+	UIMaxKeys      = 200
+	UIMaxKeysLimit = 2000
+	uiMaxFilter    = 128
+)
 
 // UIKey is one key on the dashboard: its admin view, how many IDs it has
 // issued (with the samples behind the rate chart) and its figures, the
@@ -330,18 +347,50 @@ func (s *Server) serveUIState(w http.ResponseWriter, r *http.Request) int {
 	for n, v := range uiHeaders {
 		w.Header()[n] = v
 	}
-	s.writeJSON(w, http.StatusOK, s.uiSnapshot(r))
+	filter, _, err := queryValue(r.URL.RawQuery, "filter")
+	if err == nil && len(filter) > uiMaxFilter {
+		err = fmt.Errorf("filter: %d bytes, at most %d", len(filter), uiMaxFilter)
+	}
+	if err != nil {
+		e := apiError{status: http.StatusBadRequest, code: CodeBadPage, field: "filter", msg: err.Error()}
+		s.writeError(w, e)
+		return e.status
+	}
+	limit := UIMaxKeys
+	if v, ok, err := queryValue(r.URL.RawQuery, "limit"); err != nil || ok {
+		n, perr := strconv.Atoi(v)
+		if err != nil || perr != nil || n < 1 || n > UIMaxKeysLimit {
+			e := apiError{status: http.StatusBadRequest, code: CodeBadPage, field: "limit", msg: fmt.Sprintf("limit: %q is not a whole number between 1 and %d", trunc(v), UIMaxKeysLimit)}
+			s.writeError(w, e)
+			return e.status
+		}
+		limit = n
+	}
+	s.writeJSON(w, http.StatusOK, s.uiSnapshot(r, filter, limit))
 	return http.StatusOK
 }
 
 // uiSnapshot gathers the dashboard's state. The views' readiness checks
 // (store round trips) run concurrently, each bounded by viewReadyTimeout,
 // and no lock is held across them.
-func (s *Server) uiSnapshot(r *http.Request) UIState {
+func (s *Server) uiSnapshot(r *http.Request, filter string, limit int) UIState {
 	t := s.table()
-	names := sortedKeys(t)
+	all := sortedKeys(t)
+	names := all
+	if filter != "" {
+		f := strings.ToLower(filter)
+		names = nil
+		for _, n := range all {
+			if strings.Contains(strings.ToLower(n), f) {
+				names = append(names, n)
+			}
+		}
+	}
+	matched := len(names)
+	names = names[:min(limit, len(names))]
 	out := UIState{Now: s.clk.Now().UTC(), Keys: make([]UIKey, len(names)), Errors: s.ui.recentErrors(),
-		SampleEvery: UISampleEvery.Milliseconds(), SamplesKept: UISamplesKept, Resources: []UIResource{}, Strategies: s.reg.Strategies()}
+		SampleEvery: UISampleEvery.Milliseconds(), SamplesKept: UISamplesKept, Resources: []UIResource{}, Strategies: s.reg.Strategies(),
+		KeysTotal: len(all), KeysMatched: matched, Filter: filter, Limit: limit}
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Add(1)

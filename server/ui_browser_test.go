@@ -227,6 +227,16 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatalf("key %s shows %v, want strategy %s, ready", name, f, strategy)
 		}
 	}
+	// The filter box narrows the table to the keys whose name holds it
+	// (any case), and emptied, shows them all again.
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.ID("key-filter"), "ORD")); err != nil {
+		t.Fatalf("type a filter: %v", err)
+	}
+	waitFor("the filter ORD keeping only order", "keys", func(m map[string]map[string]string) bool { _, ok := m["order"]; return len(m) == 1 && ok })
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => { const f = document.getElementById("key-filter"); f.value = ""; f.dispatchEvent(new Event("input")); return true; })()`)); err != nil {
+		t.Fatalf("clear the filter: %v", err)
+	}
+	waitFor("all three keys after the filter is cleared", "keys", func(m map[string]map[string]string) bool { return len(m) == 3 })
 	if keys["order"]["issued"] != "0" {
 		t.Fatalf("order shows %q issued before any request", keys["order"]["issued"])
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -273,3 +274,42 @@ type errLong string
 func (e errLong) Error() string { return string(e) }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// The dashboard's state holds at most UIMaxKeys keys (or ?limit=N), by
+// name, filtered by ?filter=, and says how many there are.
+func TestUIStateBounded(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		for i := 0; i < UIMaxKeys+50; i++ {
+			c.Keys[fmt.Sprintf("bulk%03d", i)] = KeyConfig{Strategy: "counter"}
+		}
+	})
+	state := func(q string) UIState {
+		t.Helper()
+		w := do(f.h, req{target: "/ui/api/state" + q})
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", q, w.Code, w.Body)
+		}
+		var st UIState
+		if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	total := UIMaxKeys + 55 // and the fixture's five
+	st := state("")
+	if len(st.Keys) != UIMaxKeys || st.KeysTotal != total || st.KeysMatched != total || st.Keys[0].Name != "bulk000" {
+		t.Fatalf("default: %d keys shown, total %d, matched %d, first %q", len(st.Keys), st.KeysTotal, st.KeysMatched, st.Keys[0].Name)
+	}
+	if st := state("?filter=ULK24"); st.KeysMatched != 10 || len(st.Keys) != 10 || st.Keys[0].Name != "bulk240" {
+		t.Fatalf("filter ULK24 (any case): matched %d, shown %d", st.KeysMatched, len(st.Keys))
+	}
+	if st := state("?filter=secret"); len(st.Keys) != 1 || st.Keys[0].Name != "secret" {
+		t.Fatalf("filter secret: %+v", st.Keys)
+	}
+	if st := state("?limit=1000"); len(st.Keys) != total {
+		t.Fatalf("limit 1000: %d keys, want %d", len(st.Keys), total)
+	}
+	for _, bad := range []struct{ q, field string }{{"?limit=0", "limit"}, {"?limit=99999", "limit"}, {"?filter=" + strings.Repeat("x", 129), "filter"}} {
+		wantError(t, do(f.h, req{target: "/ui/api/state" + bad.q}), 400, CodeBadPage, bad.field)
+	}
+}

@@ -150,6 +150,11 @@
       }
     });
     $("keys-empty").hidden = n > 0;
+    // The server sends at most st.limit keys: say how many there are.
+    let count = "";
+    if (st.keys_matched > keys.length) count = "showing the first " + fmtNum(keys.length) + " of " + fmtNum(st.keys_matched) + (st.filter ? " matching" : "") + " keys; filter to see others";
+    else if (st.filter) count = fmtNum(st.keys_matched) + " of " + fmtNum(st.keys_total) + " keys match";
+    $("keys-count").textContent = count;
 
     const segs = keys.filter((k) => k.segment);
     $("segments-section").hidden = segs.length === 0;
@@ -244,7 +249,8 @@
   async function poll() {
     clearTimeout(timer);
     try {
-      const resp = await fetch("/ui/api/state", { headers: headers(), cache: "no-store" });
+      const f = $("key-filter").value.trim();
+      const resp = await fetch("/ui/api/state" + (f ? "?filter=" + encodeURIComponent(f) : ""), { headers: headers(), cache: "no-store" });
       if (resp.status === 401 || resp.status === 403) {
         setStatus(resp.status === 401 ? "admin token required" : "token refused", true);
         $("token-form").hidden = false;
@@ -296,6 +302,8 @@
       $("token-form").hidden = true;
       poll();
     });
+    let filterTimer;
+    $("key-filter").addEventListener("input", () => { clearTimeout(filterTimer); filterTimer = setTimeout(poll, 250); });
     $("token-clear").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); $("token-msg").textContent = "forgotten"; poll(); });
     $("create-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
