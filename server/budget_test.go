@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
 )
 
 // The budget admits in arrival order, never beyond its limit, and a
@@ -22,10 +24,10 @@ func TestAnswerBudget(t *testing.T) {
 	// it even when 10 would fit.
 	got50 := make(chan bool)
 	go func() { got50 <- b.acquire(ctx, 50, 10*time.Second) }()
-	waitFor(t, "the first waiter queued", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == 1 })
+	testserver.Eventually(t, "the first waiter queued", 5*time.Second, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == 1 })
 	got10 := make(chan bool)
 	go func() { got10 <- b.acquire(ctx, 10, 10*time.Second) }()
-	waitFor(t, "the second waiter queued", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == 2 })
+	testserver.Eventually(t, "the second waiter queued", 5*time.Second, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == 2 })
 	b.release(40) // 60 held: 50 does not fit, so neither goes
 	select {
 	case <-got10:
@@ -87,17 +89,6 @@ func TestOwing(t *testing.T) {
 	o.settleAll()
 	if b.inUse() != 0 || o.owe(1) {
 		t.Fatalf("after close: in use %d, or a closed connection took a debt", b.inUse())
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -279,18 +279,11 @@ func TestMonotonicEtcdAuth(t *testing.T) {
 	pw := testserver.EnableEtcdAuth(t, srv.Addr(), "idmint", "idmint-pw", "/idmint/")
 	keys := map[string]server.KeyConfig{"seq": {Strategy: "monotonic", Options: map[string]string{"ttl": "2"}}}
 	_, h := serveWith(t, keys, setup{coord: "etcd://idmint@" + srv.Addr() + "/idmint?name=auth&password_file=" + pw})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testserver.Eventually(t, "a monotonic ID with etcd credentials", 20*time.Second, func() bool {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest("GET", "/v1/keys/seq/ids?count=2", nil)
 		r.Host = "127.0.0.1"
 		h.ServeHTTP(w, r)
-		if w.Code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no monotonic ID within 20s with etcd credentials: %d %s", w.Code, w.Body)
-		}
-		time.Sleep(50 * time.Millisecond) // the election: a poll with a deadline
-	}
+		return w.Code == 200
+	})
 }
