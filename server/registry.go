@@ -161,6 +161,8 @@ type Env struct {
 	Logger   *slog.Logger
 	Config   *Config
 	Registry *Registry
+	// NodeName names this node (Options.NodeName), as its answers do.
+	NodeName string
 
 	mu    sync.Mutex
 	res   map[string]Resource

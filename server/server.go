@@ -124,7 +124,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		budget:    newAnswerBudget(cmp.Or(o.Config.AnswerBudget, DefaultAnswerBudget)),
 		idStreams: newSemaphore(GRPCMaxIDStreams),
 		cfg:       o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
-		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry},
+		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry, NodeName: o.NodeName},
 	}
 	if o.Config.AdminToken != "" {
 		s.adminToken = hashTokens([]string{o.Config.AdminToken})

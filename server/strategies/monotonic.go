@@ -1,13 +1,13 @@
 package strategies
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -247,7 +247,7 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 	mc := res.(*monotonicCluster)
 	e, err := monotonic.NewEtcd(monotonic.EtcdConfig{
 		Client: mc.cli, Prefix: prefix + sanitize(name) + "/", Name: name, Form: form, Window: window, TimeWindow: twindow,
-		TTL: time.Duration(ttl) * time.Second, Advertise: mc.addr, Forward: mc.peers, NodeName: nodeName(), Clock: env.Clock,
+		TTL: time.Duration(ttl) * time.Second, Advertise: mc.addr, Forward: mc.peers, NodeName: cmp.Or(env.NodeName, server.NodeName()), Clock: env.Clock,
 		Logger: env.Logger.With("key", name), Witness: nw.w, Space: space, Floor: floor,
 	})
 	if err != nil {
@@ -450,13 +450,4 @@ func (k *monotonicKey) Close(ctx context.Context) error {
 		k.peers.Remove(k.name)
 	}
 	return k.src.Close()
-}
-
-// nodeName names this process in `idmint leaders`: host name and pid.
-func nodeName() string {
-	h, err := os.Hostname()
-	if err != nil {
-		h = "unknown-host"
-	}
-	return fmt.Sprintf("%s (pid %d)", h, os.Getpid())
 }

@@ -268,7 +268,7 @@ func TestMonotonicLeaderNode(t *testing.T) {
 	cluster := map[string]string{"etcd": addr, "ttl": "2"}
 	a, b := open(cluster), open(cluster)
 	for i, n := range []leaderNamer{a, b} {
-		testserver.Eventually(t, fmt.Sprintf("node %d names the leader", i), 10*time.Second, func() bool { return n.LeaderNode() == nodeName() })
+		testserver.Eventually(t, fmt.Sprintf("node %d names the leader", i), 10*time.Second, func() bool { return n.LeaderNode() == server.NodeName() })
 	}
 }
 
