@@ -231,7 +231,7 @@ func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.N
 	if err != nil {
 		return nil, err
 	}
-	held, ok := s.holdAnswer(ctx, s.answerEstimate(r.GetKey(), n))
+	held, ok := s.holdAnswer(ctx, r.GetKey(), n)
 	if !ok {
 		return nil, statusOf(ctx, s.budgetRefusal())
 	}
@@ -349,7 +349,7 @@ func (g *grpcIDs) StreamIDs(r *v1.StreamIDsRequest, stream grpc.ServerStreamingS
 		}
 		// The key is looked up per batch, so a stream on a deleted key
 		// ends, and the rate limit applies per batch.
-		held, ok := s.holdAnswer(ctx, s.answerEstimate(r.GetKey(), n))
+		held, ok := s.holdAnswer(ctx, r.GetKey(), n)
 		if !ok {
 			return statusOf(ctx, s.budgetRefusal())
 		}

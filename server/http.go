@@ -154,7 +154,7 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 		return 0, nil, http.StatusBadRequest
 	}
 	if held != nil && r.Method != http.MethodHead {
-		h, ok := s.holdAnswer(r.Context(), s.answerEstimate(name, n))
+		h, ok := s.holdAnswer(r.Context(), name, n)
 		if !ok {
 			e := s.budgetRefusal()
 			s.writeError(w, e)
