@@ -6,7 +6,7 @@
 # port with its data under a temporary folder, runs vet and every test with
 # the race detector, and stops the servers again. It also installs the
 # validators of the deployment files (deploy/validators/install.sh) and
-# Debian's chromium (the dashboard's browser test). Under
+# Debian's chromium (the browser tests, browsertest/). Under
 # CI=true a server that cannot start fails the run. Extra arguments go to `go test` (e.g. -run X).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,7 +17,7 @@ if [ "$(id -u)" = 0 ]; then
 	# The deployment files' validators (yamllint, docker-compose, npm's
 	# kubernetes-models and dockerfile-utils), pinned in deploy/validators.
 	bash deploy/validators/install.sh || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install the deploy validators; their tests will skip" >&2; }
-	# Headless Chromium for the dashboard's browser test (server/ui_browser_test.go).
+	# Headless Chromium for the browser tests (browsertest/, a module of its own).
 	command -v chromium >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install chromium; the dashboard's browser test will skip" >&2; }
 fi
 
@@ -38,9 +38,9 @@ fi
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "test.sh: gofmt would change: $unformatted" >&2; exit 1; fi
 # go.mod and go.sum must be what `go mod tidy` makes of the imports, in this
-# module and in bench/ (its own module), so a dependency is never marked
+# module and in bench/ and browsertest/ (modules of their own), so a dependency is never marked
 # wrongly nor left behind.
-for mod in . bench; do
+for mod in . bench browsertest; do
 	[ -f "$mod/go.mod" ] || continue
 	if ! tidy=$(cd "$mod" && go mod tidy -diff); then
 		echo "test.sh: go.mod/go.sum in $mod are not tidy; run (cd $mod && go mod tidy):" >&2
@@ -55,4 +55,9 @@ if [ -f bench/go.mod ]; then
 	# with the peers), then each benchmark once, so it cannot rot unnoticed.
 	(cd bench && go vet ./... && go test -race -count=1 -timeout 10m ./... &&
 		go test -count=1 -run '^$' -bench . -benchtime 1x ./...)
+fi
+if [ -f browsertest/go.mod ]; then
+	# The browser tests (headless Chromium against a real server), a module
+	# of their own so the browser driver stays out of the main module.
+	(cd browsertest && go vet ./... && go test -race -count=1 -timeout 5m "$@" ./...)
 fi

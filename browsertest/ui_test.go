@@ -1,4 +1,4 @@
-package server_test
+package browsertest_test
 
 import (
 	"context"
