@@ -32,26 +32,38 @@ import (
 // so the format's capacity is per day. Its keys deliberately have no
 // decoder: decoding reveals the sequence, i.e. the volume the format hides.
 func ordernumStrategy() server.Strategy {
-	return server.Strategy{
+	return typed(server.Strategy{
 		Name: "ordernum",
 		Summary: "fixed-length readable order numbers: FF1 over a segment sequence, per day with a date part " +
 			"(options: format, e.g. length=16 or alphabet=base32,length=12,prefix=K,date=yyMMdd,version; " +
 			"key material from key_file (preferred: a file of VERSION:KEY lines, highest version issues), " +
 			"key_env (an environment variable holding the same), or key (inline hex/base64, with key_version); " +
 			"tz: zone of the date part, default UTC; store, step: the sequence's segment store and step)",
-		Check: checkOrdernum,
-		New:   newOrdernum,
 		// Its sequence row, ordernum.SequencePrefix + name + "/YYYYMMDD",
 		// must fit a segment row name.
 		MaxName: ordernum.MaxSequenceBase,
-	}
+	}, parseOrdernum, newOrdernum)
+}
+
+// ordernumOptions is an order-number key's options, checked: the format,
+// the date part's zone, the key ring (highest version first) and the codec
+// built from them.
+type ordernumOptions struct {
+	f      ordernum.Format
+	loc    *time.Location
+	keys   []ordernum.Key
+	codec  *ordernum.Codec
+	source string // which of orderKeySources holds the material
 }
 
 // orderKeySources are the options that can carry key material; exactly one
 // must be set.
 var orderKeySources = []string{"key_file", "key_env", "key"}
 
-func checkOrdernum(k server.KeyConfig, cfg *server.Config) []server.Problem {
+// parseOrdernum checks an order-number key's options and returns them
+// read, with the key ring loaded from its one source and the codec built.
+func parseOrdernum(k server.KeyConfig, cfg *server.Config) (ordernumOptions, []server.Problem) {
+	var o ordernumOptions
 	ps := unknownOptions(k, "format", "key", "key_env", "key_file", "key_version", "tz", "description")
 	ps = append(ps, checkDescription(k)...)
 	ps = append(ps, nodeLocalStore(k, cfg)...)
@@ -59,9 +71,12 @@ func checkOrdernum(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	if err != nil {
 		ps = append(ps, server.Problem{Field: "options.format", Value: k.Options["format"], Message: err.Error()})
 	}
-	if _, err := orderLocation(k.Options["tz"]); err != nil {
-		ps = append(ps, server.Problem{Field: "options.tz", Value: k.Options["tz"], Message: err.Error()})
+	loc, lerr := orderLocation(k.Options["tz"])
+	if lerr != nil {
+		ps = append(ps, server.Problem{Field: "options.tz", Value: k.Options["tz"], Message: lerr.Error()})
 	}
+	o.f, o.loc = f, loc
+	o.source, _ = orderKeySource(k) // how many: orderKeys refuses all but one
 	keys, p := orderKeys(k, cfg)
 	if p == nil {
 		// A config key finds itself among the config's keys; a key
@@ -71,25 +86,25 @@ func checkOrdernum(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			limit = 1
 		}
 		if shared := sharedMaterial(cfg, keys); len(shared) >= limit {
-			field, _ := orderKeySource(k)
-			p = &server.Problem{Field: "options." + field, Value: orderKeyValue(k, field), Message: fmt.Sprintf(
+			p = &server.Problem{Field: "options." + o.source, Value: orderKeyValue(k, o.source), Message: fmt.Sprintf(
 				"key material shared with order-number key(s) %s: keys on one material share one permutation and issue identical order numbers; give each key its own", strings.Join(shared, ", "))}
 		}
 	}
 	if p != nil {
 		ps = append(ps, *p)
 	} else if err == nil {
-		if _, err := ordernum.New(f, keys[0], keys[1:]...); err != nil {
-			field, _ := orderKeySource(k)
-			ps = append(ps, server.Problem{Field: "options." + field, Value: orderKeyValue(k, field), Message: err.Error()})
+		codec, err := ordernum.New(f, keys[0], keys[1:]...)
+		if err != nil {
+			ps = append(ps, server.Problem{Field: "options." + o.source, Value: orderKeyValue(k, o.source), Message: err.Error()})
 		}
+		o.keys, o.codec = keys, codec
 	}
 	if k.Step != 0 {
 		if err := segment.ValidateStep(k.Step); err != nil {
 			ps = append(ps, server.Problem{Field: "step", Value: fmt.Sprint(k.Step), Message: err.Error()})
 		}
 	}
-	return ps
+	return o, ps
 }
 
 // orderLocation resolves options.tz; empty means UTC.
@@ -282,25 +297,10 @@ func (m *materialRing) release(o *ordernumKey) {
 	m.mu.Unlock()
 }
 
-func newOrdernum(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-	f, err := ordernum.ParseFormat(k.Options["format"])
-	if err != nil {
-		return nil, err
-	}
-	loc, err := orderLocation(k.Options["tz"])
-	if err != nil {
-		return nil, err
-	}
-	keys, p := orderKeys(k, env.Config)
-	if p != nil {
-		return nil, errors.New("strategies: " + p.String())
-	}
-	codec, err := ordernum.New(f, keys[0], keys[1:]...)
-	if err != nil {
-		return nil, err
-	}
+func newOrdernum(ctx context.Context, env *server.Env, name string, k server.KeyConfig, opts ordernumOptions) (server.Issuer, error) {
+	f, loc, keys, codec := opts.f, opts.loc, opts.keys, opts.codec
 	log := env.Logger.With("key", name)
-	if field, _ := orderKeySource(k); field == "key" {
+	if field := opts.source; field == "key" {
 		log.Warn("order-number key material is written in the config (options.key); prefer options.key_file or options.key_env")
 	} else if field == "key_file" {
 		if st, err := os.Stat(k.Options["key_file"]); err == nil && st.Mode().Perm()&0o077 != 0 {
@@ -328,8 +328,7 @@ func newOrdernum(ctx context.Context, env *server.Env, name string, k server.Key
 	}
 	ring := res.(*materialRing)
 	if other, ok := ring.claim(o, keys); !ok {
-		field, _ := orderKeySource(k)
-		return nil, &server.InputError{Field: "options." + field, Err: fmt.Errorf(
+		return nil, &server.InputError{Field: "options." + opts.source, Err: fmt.Errorf(
 			"strategies: key %q: its key material is already used by order-number key %q; two keys on one material share one permutation and issue identical order numbers: give each key its own", name, other)}
 	}
 	o.ring = ring

@@ -23,15 +23,20 @@ import (
 // ahead of use in blocks, and recovery past it after a Redis restart or
 // data loss.
 func redisStrategy() server.Strategy {
-	return server.Strategy{
+	return typed(server.Strategy{
 		Name: "redis",
 		Summary: "Redis INCR, strictly increasing per key, with a durable high-water mark in the key's SQL store so a Redis " +
 			"rollback (RDB snapshot, lagging replica) never repeats an ID (options: redis: a stores: name, redis://host:port/db " +
 			"or host:port, required; counter_key: the Redis key, default idmint:<key>; block: how far the mark runs ahead, default 10000; " +
 			"store: the SQL store of the marks, default the server's default store)",
-		Check: checkRedis,
-		New:   newRedis,
-	}
+	}, parseRedis, newRedis)
+}
+
+// redisKeyOptions is a redis key's options, checked.
+type redisKeyOptions struct {
+	redis      *redis.Options
+	counterKey string // "" for idmint:<key>
+	block      int64
 }
 
 // redisOptions parses the endpoint a redis option names (after resolving a
@@ -67,23 +72,30 @@ func checkSQLStore(u string) error {
 	return fmt.Errorf("the high-water marks need a SQL store (sqlite://, postgres://, mysql://)")
 }
 
-func checkRedis(k server.KeyConfig, cfg *server.Config) []server.Problem {
+// parseRedis checks a redis key's options and returns them read.
+func parseRedis(k server.KeyConfig, cfg *server.Config) (redisKeyOptions, []server.Problem) {
 	ps := unknownOptions(k, "redis", "counter_key", "block")
+	var o redisKeyOptions
 	v, ok := k.Options["redis"]
 	if !ok || v == "" {
 		ps = append(ps, server.Problem{Field: "options.redis", Value: v, Message: "is required: a stores: name, redis://host:port/db or host:port"})
 	} else {
-		u, _ := resolveEndpoint(cfg, v)
-		if _, err := redisOptions(u); err != nil {
+		u, _ := resolveEndpoint(cfg, v) // whether a stores: name: not shown
+		ro, err := redisOptions(u)
+		if err != nil {
 			ps = append(ps, server.Problem{Field: "options.redis", Value: sqldb.Redact(u), Message: err.Error()})
 		}
+		o.redis = ro
 	}
 	if ck, ok := k.Options["counter_key"]; ok && (ck == "" || len(ck) > 191) {
 		ps = append(ps, server.Problem{Field: "options.counter_key", Value: ck, Message: "must be 1 to 191 bytes (it names the key's high-water mark too)"})
 	}
-	if _, p := intOption(k, "block", rediscounter.DefaultBlock, 1, 1<<40); p != nil {
+	o.counterKey = k.Options["counter_key"]
+	block, p := intOption(k, "block", rediscounter.DefaultBlock, 1, 1<<40)
+	if p != nil {
 		ps = append(ps, *p)
 	}
+	o.block = block
 	if u, ok := cfg.Stores[k.Store]; ok {
 		if err := checkSQLStore(u); err != nil {
 			ps = append(ps, server.Problem{Field: "store", Value: k.Store, Message: err.Error()})
@@ -92,7 +104,7 @@ func checkRedis(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	if k.Step != 0 {
 		ps = append(ps, server.Problem{Field: "step", Value: strconv.FormatInt(k.Step, 10), Message: "redis keys have no segment step; the mark's block is options.block"})
 	}
-	return ps
+	return o, ps
 }
 
 // marksResource is one SQL database holding the marks of every redis key
@@ -104,14 +116,8 @@ type marksResource struct {
 
 func (r *marksResource) Close(ctx context.Context) error { return r.db.Close() }
 
-func newRedis(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-	u, _ := resolveEndpoint(env.Config, k.Options["redis"])
-	opts, err := redisOptions(u)
-	if err != nil {
-		return nil, fmt.Errorf("strategies: options.redis %q: %w", sqldb.Redact(u), err)
-	}
-	block, _ := strconv.ParseInt(k.Options["block"], 10, 64)
-	counterKey := k.Options["counter_key"]
+func newRedis(ctx context.Context, env *server.Env, name string, k server.KeyConfig, o redisKeyOptions) (server.Issuer, error) {
+	opts, block, counterKey := o.redis, o.block, o.counterKey
 	if counterKey == "" {
 		counterKey = "idmint:" + name
 	}

@@ -1,6 +1,7 @@
 package strategies
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,6 +38,31 @@ func Register(reg *server.Registry) error {
 
 func all() []server.Strategy {
 	return append([]server.Strategy{snowflakeStrategy(), withLeafTable(segmentStrategy()), ordernumStrategy(), ticketStrategy(), redisStrategy(), monotonicStrategy()}, textStrategies()...)
+}
+
+// typed fills st's Check and New from one parse of a key's fields:
+// parse validates them, returning every problem and the options it read
+// as a typed value O, and build makes the issuer from that value. Check
+// is parse without the value; New parses through the same function and
+// refuses a key with problems, so an option's meaning and default are
+// written once, and no option reaches an issuer unchecked or read again
+// with its error dropped.
+func typed[O any](st server.Strategy,
+	parse func(k server.KeyConfig, cfg *server.Config) (O, []server.Problem),
+	build func(ctx context.Context, env *server.Env, name string, k server.KeyConfig, o O) (server.Issuer, error),
+) server.Strategy {
+	st.Check = func(k server.KeyConfig, cfg *server.Config) []server.Problem {
+		_, ps := parse(k, cfg)
+		return ps
+	}
+	st.New = func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+		o, ps := parse(k, env.Config)
+		if len(ps) > 0 {
+			return nil, &server.ValidationError{Problems: ps}
+		}
+		return build(ctx, env, name, k, o)
+	}
+	return st
 }
 
 // retryable marks an issuer's refusal with how long a client should wait.

@@ -1,6 +1,7 @@
 package strategies
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,13 +25,21 @@ import (
 const DefaultLayout = "leaf"
 
 func snowflakeStrategy() server.Strategy {
-	return server.Strategy{
+	return typed(server.Strategy{
 		Name: "snowflake",
 		Summary: "64-bit time+node+sequence IDs under a worker-ID lease (layout: a built-in name or a layouts: entry, default leaf; " +
 			"options: one per extra node field, e.g. datacenter: 1; worker_limit: take worker IDs 0..n-1 only)",
-		Check: checkSnowflake,
-		New:   newSnowflake,
-	}
+	}, parseSnowflake, newSnowflake)
+}
+
+// snowflakeOptions is a snowflake key's layout and options, checked.
+type snowflakeOptions struct {
+	layout      snowflake.Layout
+	layoutName  string           // the key's layout, DefaultLayout when it names none
+	worker      string           // the node field the lease fills
+	node        map[string]int64 // the other node fields' values
+	nodeKey     []string         // "field=value" of each, in layout order
+	workerLimit int64
 }
 
 func resolveLayout(cfg *server.Config, name string) (snowflake.Layout, error) {
@@ -61,18 +70,22 @@ func workerField(l snowflake.Layout) string {
 	return ""
 }
 
-func checkSnowflake(k server.KeyConfig, cfg *server.Config) []server.Problem {
+// parseSnowflake checks a snowflake key's layout and options and returns
+// them read.
+func parseSnowflake(k server.KeyConfig, cfg *server.Config) (snowflakeOptions, []server.Problem) {
+	var o snowflakeOptions
 	l, err := resolveLayout(cfg, k.Layout)
 	if err != nil {
-		return []server.Problem{{Field: "layout", Value: k.Layout, Message: err.Error()}}
+		return o, []server.Problem{{Field: "layout", Value: k.Layout, Message: err.Error()}}
 	}
 	if err := l.Check(time.Now()); err != nil {
-		return []server.Problem{{Field: "layout", Value: k.Layout, Message: err.Error()}}
+		return o, []server.Problem{{Field: "layout", Value: k.Layout, Message: err.Error()}}
 	}
 	wf := workerField(l)
 	if wf == "" {
-		return []server.Problem{{Field: "layout", Value: l.String(), Message: "layout has no node field a worker lease can fill (needs one named worker, or exactly one)"}}
+		return o, []server.Problem{{Field: "layout", Value: l.String(), Message: "layout has no node field a worker lease can fill (needs one named worker, or exactly one)"}}
 	}
+	o = snowflakeOptions{layout: l, layoutName: cmp.Or(k.Layout, DefaultLayout), worker: wf, node: map[string]int64{}}
 	allowed := []string{"worker_limit"}
 	var ps []server.Problem
 	for _, f := range l.NodeFields() {
@@ -84,14 +97,20 @@ func checkSnowflake(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			ps = append(ps, server.Problem{Field: "options." + f.Name, Value: "", Message: fmt.Sprintf("layout %s has node field %q: set it (0..%d)", l.Name(), f.Name, int64(1)<<f.Bits-1)})
 			continue
 		}
-		if _, p := intOption(k, f.Name, 0, 0, int64(1)<<f.Bits-1); p != nil {
+		v, p := intOption(k, f.Name, 0, 0, int64(1)<<f.Bits-1)
+		if p != nil {
 			ps = append(ps, *p)
+			continue
 		}
+		o.node[f.Name] = v
+		o.nodeKey = append(o.nodeKey, f.Name+"="+strconv.FormatInt(v, 10))
 	}
-	if _, p := intOption(k, "worker_limit", 0, 0, 1<<40); p != nil {
+	limit, p := intOption(k, "worker_limit", 0, 0, 1<<40)
+	if p != nil {
 		ps = append(ps, *p)
 	}
-	return append(ps, unknownOptions(k, allowed...)...)
+	o.workerLimit = limit
+	return o, append(ps, unknownOptions(k, allowed...)...)
 }
 
 func (r *nodeResource) Stats() []server.Stat {
@@ -172,27 +191,8 @@ func sanitize(s string) string {
 	}, s)
 }
 
-func newSnowflake(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-	l, err := resolveLayout(env.Config, k.Layout)
-	if err != nil {
-		return nil, err
-	}
-	wf := workerField(l)
-	nodeVals := map[string]int64{}
-	var nodeKey []string
-	for _, f := range l.NodeFields() {
-		if f.Name == wf {
-			continue
-		}
-		v, _ := strconv.ParseInt(k.Options[f.Name], 10, 64)
-		nodeVals[f.Name] = v
-		nodeKey = append(nodeKey, f.Name+"="+strconv.FormatInt(v, 10))
-	}
-	workerLimit, _ := strconv.ParseInt(k.Options["worker_limit"], 10, 64)
-	layoutName := k.Layout
-	if layoutName == "" {
-		layoutName = DefaultLayout
-	}
+func newSnowflake(ctx context.Context, env *server.Env, name string, k server.KeyConfig, o snowflakeOptions) (server.Issuer, error) {
+	l, wf, nodeVals, nodeKey, workerLimit, layoutName := o.layout, o.worker, o.node, o.nodeKey, o.workerLimit, o.layoutName
 	resName := "snowflake:" + layoutName
 	if len(nodeKey) > 0 {
 		resName += ":" + strings.Join(nodeKey, ",")

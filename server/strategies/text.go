@@ -2,7 +2,6 @@ package strategies
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -18,49 +17,42 @@ import (
 // the worker option, as their package docs say.
 func textStrategies() []server.Strategy {
 	return []server.Strategy{
-		{
+		typed(server.Strategy{
 			Name:    "uuid",
 			Summary: "RFC 9562 UUIDs (options: version 7 (default), 4, 6 or 1)",
-			Check: func(k server.KeyConfig, cfg *server.Config) []server.Problem {
-				ps := unknownOptions(k, "version")
-				if v, ok := k.Options["version"]; ok && v != "1" && v != "4" && v != "6" && v != "7" {
-					ps = append(ps, server.Problem{Field: "options.version", Value: v, Message: "must be 1, 4, 6 or 7"})
-				}
-				return ps
-			},
-			New: func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-				v := k.Options["version"]
-				if v == "" {
-					v = "7"
-				}
-				return newTextKey(env, "uuid-v"+v, idformat.UUID, 0)
-			},
-		},
+		}, func(k server.KeyConfig, cfg *server.Config) (string, []server.Problem) {
+			ps := unknownOptions(k, "version")
+			v, ok := k.Options["version"]
+			if !ok {
+				v = "7"
+			}
+			if v != "1" && v != "4" && v != "6" && v != "7" {
+				ps = append(ps, server.Problem{Field: "options.version", Value: v, Message: "must be 1, 4, 6 or 7"})
+			}
+			return "uuid-v" + v, ps
+		}, func(ctx context.Context, env *server.Env, name string, k server.KeyConfig, format string) (server.Issuer, error) {
+			return newTextKey(env, format, idformat.UUID, 0)
+		}),
 		simpleText("ulid", idformat.ULID, "ULIDs (48-bit ms time + 80 random bits, monotonic within a millisecond)"),
 		simpleText("ksuid", idformat.KSUID, "KSUIDs (32-bit seconds since 2014-05-13 + 128 random bits, base62)"),
 		simpleText("objectid", idformat.ObjectID, "MongoDB ObjectIDs (12 bytes, hex; at most 2^24 per second, then a wait)"),
 		simpleText("xid", idformat.XID, "xids (12 bytes, base32hex, rs/xid compatible; never wraps its counter)"),
 		simpleText("timeid-random", idformat.TimeRandom, "63-bit ms time + random bits (decimal); collisions across processes have the probability its docs give"),
-		{
+		typed(server.Strategy{
 			Name:    "flake128",
 			Summary: "128-bit Boundary flakes: 64-bit ms + 48-bit worker + 16-bit sequence (options: worker, distinct per running server)",
-			Check: func(k server.KeyConfig, cfg *server.Config) []server.Problem {
-				ps := unknownOptions(k, "worker")
-				if _, p := intOption(k, "worker", -1, 0, 1<<48-1); p != nil {
-					ps = append(ps, *p)
-				} else if _, ok := k.Options["worker"]; !ok {
-					ps = append(ps, server.Problem{Field: "options.worker", Message: "required: a 48-bit worker ID no other running generator of this key uses"})
-				}
-				return ps
-			},
-			New: func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-				w, err := strconv.ParseUint(k.Options["worker"], 10, 48)
-				if err != nil {
-					return nil, fmt.Errorf("options.worker %q: %w", k.Options["worker"], err)
-				}
-				return newTextKey(env, idformat.Flake128, idformat.Flake128, w)
-			},
-		},
+		}, func(k server.KeyConfig, cfg *server.Config) (uint64, []server.Problem) {
+			ps := unknownOptions(k, "worker")
+			w, p := intOption(k, "worker", -1, 0, 1<<48-1)
+			if p != nil {
+				ps = append(ps, *p)
+			} else if _, ok := k.Options["worker"]; !ok {
+				ps = append(ps, server.Problem{Field: "options.worker", Message: "required: a 48-bit worker ID no other running generator of this key uses"})
+			}
+			return uint64(max(w, 0)), ps
+		}, func(ctx context.Context, env *server.Env, name string, k server.KeyConfig, worker uint64) (server.Issuer, error) {
+			return newTextKey(env, idformat.Flake128, idformat.Flake128, worker)
+		}),
 	}
 }
 

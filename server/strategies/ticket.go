@@ -18,15 +18,13 @@ import (
 // N MySQL/MariaDB or PostgreSQL servers whose counters step by N from
 // distinct offsets.
 func ticketStrategy() server.Strategy {
-	return server.Strategy{
+	return typed(server.Strategy{
 		Name: "ticket",
 		Summary: "Flickr ticket servers: auto-increment (MySQL/MariaDB REPLACE INTO Tickets64) or a sequence (PostgreSQL nextval) " +
 			"on N servers stepping by N from distinct offsets, used round-robin, skipping a server that is down " +
 			"(options: servers: comma-separated stores: names or database URLs, default the key's store; " +
 			"step: N, default the number of servers; offsets: one per server, default 1..; table, sequence, stub, conns)",
-		Check: checkTicket,
-		New:   newTicket,
-	}
+	}, parseTicket, newTicket)
 }
 
 // ticketConfig is a ticket key's options resolved against the config.
@@ -175,16 +173,7 @@ func isSQLIdent(s string) bool {
 	return true
 }
 
-func checkTicket(k server.KeyConfig, cfg *server.Config) []server.Problem {
-	_, ps := parseTicket(k, cfg)
-	return ps
-}
-
-func newTicket(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-	tc, ps := parseTicket(k, env.Config)
-	if len(ps) > 0 {
-		return nil, fmt.Errorf("strategies: %s", ps[0])
-	}
+func newTicket(ctx context.Context, env *server.Env, name string, k server.KeyConfig, tc ticketConfig) (server.Issuer, error) {
 	tc.cfg.Clock = env.Clock
 	w, err := openWitness(ctx, env)
 	if err != nil {
