@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,6 +28,36 @@ func (s *Server) routes(mux *http.ServeMux) {
 	// The dashboard (ui.go).
 	s.uiRoutes(mux)
 	mux.HandleFunc("/", s.notFound)
+}
+
+// Prefixes of the /v1 routes v1Hot serves.
+const (
+	keysPrefix      = "/v1/keys/"
+	snowflakePrefix = "/v1/snowflake/"
+)
+
+// v1Hot is hot's part for the /v1 ID routes: ids and range of a key, and
+// snowflake IDs, for a key segment without '/'. It reports whether it
+// served r.
+func (s *Server) v1Hot(w http.ResponseWriter, r *http.Request, p string) bool {
+	switch {
+	case strings.HasPrefix(p, snowflakePrefix):
+		if key := p[len(snowflakePrefix):]; key != "" && !strings.Contains(key, "/") {
+			s.snowflakeIDsOf(w, r, key)
+			return true
+		}
+	case strings.HasPrefix(p, keysPrefix):
+		rest := p[len(keysPrefix):]
+		if key, ok := strings.CutSuffix(rest, "/ids"); ok && key != "" && !strings.Contains(key, "/") {
+			s.idsOf(w, r, key)
+			return true
+		}
+		if key, ok := strings.CutSuffix(rest, "/range"); ok && key != "" && !strings.Contains(key, "/") {
+			s.rangeOf(w, r, key)
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -105,6 +105,38 @@ func (s *Server) leafRoutes(mux *http.ServeMux) {
 	}
 }
 
+// Prefixes of the Leaf routes leafHot serves.
+const (
+	leafSegmentPrefix   = "/api/segment/get/"
+	leafSnowflakePrefix = "/api/snowflake/get/"
+)
+
+// leafHot is hot's part for the Leaf ID routes: a key segment, with or
+// without Spring's trailing slash, and no other '/'. It reports whether it
+// served r.
+func (s *Server) leafHot(w http.ResponseWriter, r *http.Request, p string) bool {
+	switch {
+	case strings.HasPrefix(p, leafSegmentPrefix):
+		if key, ok := lastSegment(p[len(leafSegmentPrefix):]); ok {
+			s.leafSegmentOf(w, r, key)
+			return true
+		}
+	case strings.HasPrefix(p, leafSnowflakePrefix):
+		if _, ok := lastSegment(p[len(leafSnowflakePrefix):]); ok {
+			s.leafSnowflake(w, r) // Leaf ignores the key here
+			return true
+		}
+	}
+	return false
+}
+
+// lastSegment is the key of "KEY" or "KEY/" (the Leaf routes' trailing
+// slash), when it is not empty and holds no other '/'.
+func lastSegment(rest string) (string, bool) {
+	rest = strings.TrimSuffix(rest, "/")
+	return rest, rest != "" && !strings.Contains(rest, "/")
+}
+
 func (s *Server) leafSegment(w http.ResponseWriter, r *http.Request) {
 	s.leafSegmentOf(w, r, r.PathValue("key"))
 }

@@ -363,14 +363,6 @@ func canonicalPath(p string) bool {
 	}
 }
 
-// Prefixes of the routes hot serves.
-const (
-	leafSegmentPrefix   = "/api/segment/get/"
-	leafSnowflakePrefix = "/api/snowflake/get/"
-	keysPrefix          = "/v1/keys/"
-	snowflakePrefix     = "/v1/snowflake/"
-)
-
 // hot serves the requests that issue IDs (the Leaf routes, /v1 ids,
 // range and snowflake) without ServeMux's general matching, which cleans the path again,
 // unescapes each segment and fills a slice of path values: a third of the
@@ -379,45 +371,14 @@ const (
 // handler with the same key: nothing escaped (RawPath empty; the mux
 // unescapes) and a key segment without '/', as a canonical path ensures;
 // everything else goes to the mux. It reports whether it served r.
+//
+// Each surface's fast path sits beside its routes, in the file that owns
+// them: leafHot (leaf.go) and v1Hot (http.go).
 func (s *Server) hot(w http.ResponseWriter, r *http.Request, p string) bool {
 	if r.URL.RawPath != "" {
 		return false
 	}
-	switch {
-	case strings.HasPrefix(p, leafSegmentPrefix):
-		if key, ok := lastSegment(p[len(leafSegmentPrefix):]); ok {
-			s.leafSegmentOf(w, r, key)
-			return true
-		}
-	case strings.HasPrefix(p, leafSnowflakePrefix):
-		if _, ok := lastSegment(p[len(leafSnowflakePrefix):]); ok {
-			s.leafSnowflake(w, r) // Leaf ignores the key here
-			return true
-		}
-	case strings.HasPrefix(p, snowflakePrefix):
-		if key := p[len(snowflakePrefix):]; key != "" && !strings.Contains(key, "/") {
-			s.snowflakeIDsOf(w, r, key)
-			return true
-		}
-	case strings.HasPrefix(p, keysPrefix):
-		rest := p[len(keysPrefix):]
-		if key, ok := strings.CutSuffix(rest, "/ids"); ok && key != "" && !strings.Contains(key, "/") {
-			s.idsOf(w, r, key)
-			return true
-		}
-		if key, ok := strings.CutSuffix(rest, "/range"); ok && key != "" && !strings.Contains(key, "/") {
-			s.rangeOf(w, r, key)
-			return true
-		}
-	}
-	return false
-}
-
-// lastSegment is the key of "KEY" or "KEY/" (the Leaf routes' trailing
-// slash), when it is not empty and holds no other '/'.
-func lastSegment(rest string) (string, bool) {
-	rest = strings.TrimSuffix(rest, "/")
-	return rest, rest != "" && !strings.Contains(rest, "/")
+	return s.leafHot(w, r, p) || s.v1Hot(w, r, p)
 }
 
 // AdminHandler returns the admin listener's handler: everything Handler
