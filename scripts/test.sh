@@ -11,18 +11,51 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 S=$PWD/scripts/servers.sh
+start=$(date +%s)
+results=$(mktemp /tmp/idmint-test-results.XXXXXX)
 
+# What this run may install, said before anything is installed. Only what is
+# missing is installed, and only as root; without root nothing is installed
+# and the tests that need a missing server or tool skip, saying so.
+cat >&2 <<'MSG'
+test.sh: as root, this installs from Debian whatever is missing of:
+  servers:          postgresql mariadb-server mariadb-client redis-server etcd-server zookeeper default-jre-headless
+  deploy validators: yamllint docker-compose systemd nodejs npm (then npm ci in deploy/validators)
+  browser tests:    chromium
+MSG
 if [ "$(id -u)" = 0 ]; then
-	bash "$S" install || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install servers; their tests will skip" >&2; }
+	log=$(mktemp /tmp/idmint-test-install.XXXXXX.log)
+	echo "test.sh: running as root; install output (apt-get, dpkg, npm) goes to $log" >&2
+	bash "$S" install >>"$log" 2>&1 || { echo "test.sh: could not install servers (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: their tests will skip" >&2; }
 	# The deployment files' validators (yamllint, docker-compose, npm's
 	# kubernetes-models and dockerfile-utils), pinned in deploy/validators.
-	bash deploy/validators/install.sh || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install the deploy validators; their tests will skip" >&2; }
+	bash deploy/validators/install.sh >>"$log" 2>&1 || { echo "test.sh: could not install the deploy validators (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: their tests will skip" >&2; }
 	# Headless Chromium for the browser tests (browsertest/, a module of its own).
-	command -v chromium >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || { [ "${CI:-}" = true ] && exit 1; echo "test.sh: could not install chromium; the dashboard's browser test will skip" >&2; }
+	command -v chromium >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; } >>"$log" 2>&1 || { echo "test.sh: could not install chromium (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: the dashboard's browser test will skip" >&2; }
+else
+	echo "test.sh: not root: nothing is installed; tests whose servers or tools are missing skip" >&2
 fi
 
+# summary prints the one line a run ends with: the packages go test passed,
+# failed and skipped (no test files), and the wall time.
+summary() {
+	local pass fail skip
+	pass=$(grep -c '^ok ' "$results" || true)
+	fail=$(grep -c '^FAIL[[:space:]]' "$results" || true)
+	skip=$(grep -c '^?[[:space:]]' "$results" || true)
+	echo "test.sh: $pass package(s) passed, $fail failed, $skip skipped (no test files); wall time $(( $(date +%s) - start ))s; exit $1"
+}
+# gotest runs go test, its output shown as usual and kept for the summary.
+gotest() { go test "$@" 2>&1 | tee -a "$results"; }
+
 base=$(mktemp -d /tmp/idmint-test.XXXXXX)
-cleanup() { bash "$S" down "$base" >/dev/null 2>&1 || true; rm -rf "$base"; }
+cleanup() {
+	rc=$?
+	bash "$S" down "$base" >/dev/null 2>&1 || true
+	rm -rf "$base"
+	summary "$rc"
+	rm -f "$results"
+}
 trap cleanup EXIT INT TERM
 
 if env=$(bash "$S" up "$base"); then
@@ -49,15 +82,15 @@ for mod in . bench browsertest; do
 	fi
 done
 go vet ./...
-go test -race -count=1 -timeout 5m "$@" ./...
+gotest -race -count=1 -timeout 5m "$@" ./...
 if [ -f bench/go.mod ]; then
 	# The peer-comparison module: its tests (uniqueness and format agreement
 	# with the peers), then each benchmark once, so it cannot rot unnoticed.
-	(cd bench && go vet ./... && go test -race -count=1 -timeout 10m ./... &&
+	(cd bench && go vet ./... && gotest -race -count=1 -timeout 10m ./... &&
 		go test -count=1 -run '^$' -bench . -benchtime 1x ./...)
 fi
 if [ -f browsertest/go.mod ]; then
 	# The browser tests (headless Chromium against a real server), a module
 	# of their own so the browser driver stays out of the main module.
-	(cd browsertest && go vet ./... && go test -race -count=1 -timeout 5m "$@" ./...)
+	(cd browsertest && go vet ./... && gotest -race -count=1 -timeout 5m "$@" ./...)
 fi
