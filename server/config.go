@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -110,6 +109,9 @@ type Config struct {
 
 	// getenv is what Override was given, kept for Getenv.
 	getenv func(string) string
+	// src is the document ParseConfig read; Validate finds its problems'
+	// lines in it.
+	src []byte
 }
 
 // MetricsPublic reports whether the public listener serves /metrics: the
@@ -303,10 +305,20 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	if len(b) > MaxConfigBytes {
 		return nil, fmt.Errorf("server: config is larger than %d bytes", MaxConfigBytes)
 	}
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	doc, ps := lintConfig(b, nil)
+	if len(ps) > 0 {
+		lines := linesOf(b)
+		for i := range ps {
+			if ps[i].Line == 0 {
+				ps[i].Line = lines.line(ps[i].Field)
+			}
+		}
+		return nil, &ValidationError{Problems: ps}
+	}
+	c := Config{src: b}
+	// The document's every field was checked against Config above, so it
+	// decodes from the parsed tree without a second parse.
+	if err := doc.Decode(&c); err != nil {
 		return nil, fmt.Errorf("server: config: %w", err)
 	}
 	return &c, nil
@@ -430,11 +442,27 @@ type Problem struct {
 	Field   string
 	Value   string
 	Message string
+	// Line is the config file's line the problem is on; 0 when unknown
+	// (a flag, an environment variable, a key created through the API).
+	Line int
 }
 
-// String renders the problem as "field: message (value "v")".
+// String renders the problem as "line N: field: message (value "v")",
+// without the parts that are unknown or empty.
 func (p Problem) String() string {
-	return fmt.Sprintf("%s: %s (value %q)", p.Field, p.Message, p.Value)
+	var b strings.Builder
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	if p.Value != "" {
+		fmt.Fprintf(&b, " (value %q)", p.Value)
+	}
+	return b.String()
 }
 
 // ValidationError lists every problem Validate found.
@@ -462,7 +490,7 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalidCon
 func (c *Config) Validate(reg *Registry) error {
 	var ps []Problem
 	add := func(field, value, format string, a ...any) {
-		ps = append(ps, Problem{field, value, fmt.Sprintf(format, a...)})
+		ps = append(ps, Problem{Field: field, Value: value, Message: fmt.Sprintf(format, a...)})
 	}
 	loopbackOnly := true
 	if err := checkAddr(c.Listen); err != nil {
@@ -580,6 +608,12 @@ func (c *Config) Validate(reg *Registry) error {
 	if len(ps) == 0 {
 		return nil
 	}
+	lines := linesOf(c.src)
+	for i := range ps {
+		if ps[i].Line == 0 {
+			ps[i].Line = lines.line(ps[i].Field)
+		}
+	}
 	return &ValidationError{ps}
 }
 
@@ -587,7 +621,7 @@ func (c *Config) Validate(reg *Registry) error {
 func (c *Config) checkKey(reg *Registry, prefix, name string, k KeyConfig) []Problem {
 	var ps []Problem
 	add := func(field, value, format string, a ...any) {
-		ps = append(ps, Problem{prefix + field, value, fmt.Sprintf(format, a...)})
+		ps = append(ps, Problem{Field: prefix + field, Value: value, Message: fmt.Sprintf(format, a...)})
 	}
 	if err := CheckName(name); err != nil {
 		add("", name, "%v", err)

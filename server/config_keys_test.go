@@ -21,10 +21,12 @@ func TestParseConfigKeys(t *testing.T) {
 	}
 	for _, bad := range []struct{ yaml, want string }{
 		{"keys:\n  a: {strategy: uuid}\n  a: {strategy: ulid}\n", `line 3: key "a" is already defined`},
-		{"keys:\n  a: {strategy: uuid, stepp: 3}\n", "line 2: field stepp not found in type server.KeyConfig"},
-		{"keys: [a, b]\n", "keys must be a mapping"},
-		{"keys:\n  a: {strategy: uuid, step: many}\n", `key "a"`},
-		{"listen: x\nnonsense: 1\n", "field nonsense not found"},
+		{"keys:\n  a: {strategy: uuid, stepp: 3}\n", `line 2: keys.a.stepp: unknown field (did you mean "step"?); valid fields here: layout, node_local,`},
+		{"keys: [a, b]\n", "line 1: keys: expected a mapping of names to values, found a list"},
+		{"keys:\n  a: {strategy: uuid, step: many}\n", `line 2: keys.a.step: expected a whole number (value "many")`},
+		{"listen: x\nnonsense: 1\n", "line 2: nonsense: unknown field; valid fields here: admin_listen,"},
+		{"answer_timeout: soon\n", `line 1: answer_timeout: expected a duration, such as 500ms, 5s or 1m30s (value "soon")`},
+		{"tls: on\n", `line 1: tls: expected a mapping of field names to values, found "on"`},
 	} {
 		_, err := ParseConfig(strings.NewReader(bad.yaml))
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
@@ -36,6 +38,40 @@ func TestParseConfigKeys(t *testing.T) {
 	}
 	if _, err := ParseConfig(strings.NewReader(strings.Repeat("#", MaxConfigBytes+1))); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("an oversized config: %v", err)
+	}
+}
+
+// A config's mistakes are reported all at once, each by its line and YAML
+// path, in the user's words (never a Go type), and Validate's problems
+// carry the line of the field they are about.
+func TestConfigProblemsAllAtOnce(t *testing.T) {
+	_, err := ParseConfig(strings.NewReader("listn: 1\nkeys:\n  order:\n    strategy: segment\n    stepp: 10\n    rate_limit: fast\n"))
+	if err == nil {
+		t.Fatal("a config with three mistakes parsed")
+	}
+	for _, want := range []string{"3 problem(s)", "line 1: listn: unknown field (did you mean \"listen\"?)",
+		"line 5: keys.order.stepp: unknown field", "line 6: keys.order.rate_limit: expected a number (value \"fast\")"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "server.KeyConfig") || strings.Contains(err.Error(), "int64") {
+		t.Errorf("err names a Go type: %v", err)
+	}
+	_, err = ParseConfig(strings.NewReader("keys:\n\torder:\n    strategy: segment\n\t  x: 1\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: indented with a tab; YAML indents with spaces only") ||
+		!strings.Contains(err.Error(), "line 4: indented with a tab") {
+		t.Errorf("tab-indented config: %v", err)
+	}
+	c, err := ParseConfig(strings.NewReader("keys:\n  a:\n    strategy: segment\n    step: -1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	err = c.Validate(NewRegistry())
+	if err == nil || !strings.Contains(err.Error(), "line 4: keys.a.step: must not be negative") ||
+		!strings.Contains(err.Error(), "line 3: keys.a.strategy: unknown strategy") {
+		t.Errorf("Validate: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/idmint/idmint/clock"
@@ -209,7 +210,7 @@ func lookupLayout(reg *Registry, cfg *Config, name string) (Layout, error) {
 	if l, ok := reg.Layout(name); ok {
 		return l, nil
 	}
-	return Layout{}, fmt.Errorf("server: unknown layout %q", name)
+	return Layout{}, fmt.Errorf("unknown layout %q; built-in layouts: %s; or define it under layouts:", name, strings.Join(reg.Layouts(), ", "))
 }
 
 func (e *Env) resources() []namedResource {
