@@ -14,7 +14,8 @@ import (
 // {"error":{"code":...,"message":...,"field":...}}.
 const (
 	CodeBadCount         = "bad_count"
-	CodeBadPage          = "bad_page" // limit or after of a listing
+	CodeBadParam         = "bad_param" // an unknown query parameter
+	CodeBadPage          = "bad_page"  // limit or after of a listing
 	CodeBadKey           = "bad_key"
 	CodeBadLayout        = "bad_layout"
 	CodeBadID            = "bad_id"

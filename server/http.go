@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -184,6 +185,20 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
 		return 0, nil, http.StatusBadRequest
 	}
+	if v, ok, e := bodyCount(r, s.cfg.MaxBodyBytes); e != nil {
+		s.writeError(w, *e)
+		return 0, nil, e.status
+	} else if ok {
+		if strings.Contains(r.URL.RawQuery, "count=") {
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count",
+				msg: "count is given both in the query and in the body; give it once"})
+			return 0, nil, http.StatusBadRequest
+		}
+		if n, err = countValue(v, max); err != nil {
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
+			return 0, nil, http.StatusBadRequest
+		}
+	}
 	if held != nil && r.Method != http.MethodHead {
 		h, ok := s.holdAnswer(r.Context(), name, n)
 		if !ok {
@@ -194,6 +209,16 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 		*held = h
 	}
 	k, st = s.acquire(w, r, name)
+	if st == 0 {
+		// After the key's token check, so a token put in the query
+		// string is refused as a missing token, not as a stray parameter.
+		if p := unknownParam(r.URL.RawQuery); p != "" {
+			k.mu.RUnlock()
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadParam, field: trunc(p),
+				msg: fmt.Sprintf("unknown query parameter %q: this route reads only count", trunc(p))})
+			return 0, nil, http.StatusBadRequest
+		}
+	}
 	if st == 0 && r.Method == http.MethodHead {
 		// HEAD answers what GET would, headers only, and never
 		// consumes an ID.
