@@ -65,7 +65,7 @@ var builtins = []Layout{
 	// every bit position and caps the time field at 40 bits: identical IDs
 	// until then, and an honest End instead of negative IDs.
 	mustLayout(LayoutSpec{
-		Name: "customuuid", Note: "the seed survey's CustomUUID (41+3+10+10 bits, Twitter epoch, random start 0-9); time capped at 40 bits because the original overflows into the sign bit in 2045",
+		Name: "customuuid", Note: "a widely copied Java CustomUUID generator (41+3+10+10 bits, Twitter epoch, random start 0-9); time capped at 40 bits because the original overflows into the sign bit in 2045",
 		TimeBits: 40, Unit: time.Millisecond, Epoch: twitterEpoch,
 		Fields: []Field{{"region", 3}, {"worker", 10}, {Seq, 10}}, SeqStart: 10,
 	}),
