@@ -512,6 +512,9 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 	if maxConns < 1 { // a Config that skipped SetDefaults
 		maxConns = DefaultMaxConns
 	}
+	uiCtx, stopUI := context.WithCancel(ctx)
+	defer stopUI()
+	go s.sampleUI(uiCtx)
 	httpLn := newLimitListener(l.HTTP, maxConns)
 	pub.ConnState = httpLn.ConnState
 	go func() {

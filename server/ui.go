@@ -132,10 +132,12 @@ func (u *uiState) recentErrors() []UIError {
 }
 
 // history records the issued counts when UISampleEvery has passed since
-// the last sample, drops the rings of keys no longer served, and returns
-// every key's samples. Sampling happens while somebody watches: the chart
-// covers the minutes the dashboard was open (in any tab).
-func (u *uiState) history(mono time.Duration, nowMs int64, issued map[string]int64) map[string][][2]int64 {
+// the last sample, drops the rings of keys no longer served (served
+// reports whether a key still is), and returns the samples of the keys in
+// issued. Serve samples every key in the background from start-up
+// (sampleUI), so the first view of the dashboard already has minutes of
+// rates; a poll samples too, for servers driven through Handler alone.
+func (u *uiState) history(mono time.Duration, nowMs int64, issued map[string]int64, served func(string) bool) map[string][][2]int64 {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.samples == nil {
@@ -146,7 +148,7 @@ func (u *uiState) history(mono time.Duration, nowMs int64, issued map[string]int
 		u.sampled, u.any = mono, true
 	}
 	for name := range u.samples {
-		if _, ok := issued[name]; !ok {
+		if !served(name) {
 			delete(u.samples, name)
 		}
 	}
@@ -406,7 +408,7 @@ func (s *Server) uiSnapshot(r *http.Request, filter string, limit int) UIState {
 			issued[k.Name] = k.Issued
 		}
 	}
-	hist := s.ui.history(s.clk.Mono(), out.Now.UnixMilli(), issued)
+	hist := s.ui.history(s.clk.Mono(), out.Now.UnixMilli(), issued, func(n string) bool { _, ok := t[n]; return ok })
 	for i := range out.Keys {
 		out.Keys[i].History = hist[out.Keys[i].Name]
 	}
@@ -444,4 +446,23 @@ func uiSlot(value, max, step int64) UISlot {
 		sl.Fill = float64(max-value) / float64(step)
 	}
 	return sl
+}
+
+// sampleUI records every key's issued count each UISampleEvery until ctx
+// ends, so the dashboard's rate charts cover the time since start-up and
+// not only the minutes a dashboard was open.
+func (s *Server) sampleUI(ctx context.Context) {
+	for {
+		t := s.table()
+		issued := make(map[string]int64, len(t))
+		for n, k := range t {
+			if !k.hides {
+				issued[n] = issuedCount(k)
+			}
+		}
+		s.ui.history(s.clk.Mono(), s.clk.Now().UnixMilli(), issued, func(n string) bool { _, ok := t[n]; return ok })
+		if s.clk.Sleep(ctx, UISampleEvery) != nil {
+			return
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -311,5 +312,40 @@ func TestUIStateBounded(t *testing.T) {
 	}
 	for _, bad := range []struct{ q, field string }{{"?limit=0", "limit"}, {"?limit=99999", "limit"}, {"?filter=" + strings.Repeat("x", 129), "filter"}} {
 		wantError(t, do(f.h, req{target: "/ui/api/state" + bad.q}), 400, CodeBadPage, bad.field)
+	}
+}
+
+// TestUISampledFromStart: Serve samples every key's issued count in the
+// background, so a dashboard opened minutes after start-up already shows
+// the rates of those minutes (sampling only while a dashboard polled left
+// the first view without rates for ~10 s).
+func TestUISampledFromStart(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.s.sampleUI(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	sleepers := f.clk.Sleepers()
+	for i := 1; i <= 3; i++ {
+		if err := f.clk.WaitForSleepers(wait, sleepers+1); err != nil {
+			t.Fatalf("the sampler did not wait for its sample %d: %v", i, err)
+		}
+		do(f.h, req{target: "/v1/keys/order/ids?count=5"})
+		f.clk.Advance(UISampleEvery)
+	}
+	if err := f.clk.WaitForSleepers(wait, sleepers+1); err != nil {
+		t.Fatalf("the sampler did not take its last sample: %v", err)
+	}
+	f.s.ui.mu.Lock()
+	r := f.s.ui.samples["order"]
+	f.s.ui.mu.Unlock()
+	if r == nil {
+		t.Fatal("no samples of key order before any dashboard poll")
+	}
+	h := r.list()
+	if len(h) != 4 || h[0][1] != 0 || h[3][1] != 15 {
+		t.Fatalf("samples before any poll = %v, want 4 samples from 0 to 15 IDs", h)
 	}
 }

@@ -39,6 +39,20 @@
     return v.toFixed(2);
   }
 
+  // utc renders an instant as the rest of idmint does: UTC, 24-hour.
+  function utc(ms) {
+    return new Date(ms).toISOString().slice(11, 19) + " UTC";
+  }
+
+  // horizonCell explains the horizon: the latest time the node may stamp
+  // before it must record a new one. It is extended ahead of demand, so on
+  // an idle key it lies in the past, which is normal.
+  function horizonCell(v) {
+    if (v === undefined || v === null) return { text: "—", cls: "num" };
+    if (v < 0) return { text: "passed " + fmtSecs(-v) + " ago (idle)", cls: "num muted", title: "The horizon is the latest time this node may stamp IDs without recording a new one in its coordinator. It is extended just before it is needed, so on an idle key it lies in the past: normal. The next ID extends it first." };
+    return { text: fmtSecs(v), cls: "num", title: "Time left before this node must record a new horizon (it does so ahead of time, in the background)." };
+  }
+
   function fmtSecs(v) {
     if (v === undefined || v === null) return "—";
     const a = Math.abs(v);
@@ -60,6 +74,7 @@
         td = el("td", c.text, c.cls);
         if (c.node) td.appendChild(c.node);
         if (c.field) td.dataset.field = c.field;
+        if (c.title) td.title = c.title;
       } else td = el("td", c);
       tr.appendChild(td);
     }
@@ -116,6 +131,15 @@
     return svg;
   }
 
+  // liveStep shows the step of the segment being served: it grows with
+  // demand (Leaf's dynamic step) from the configured one.
+  function liveStep(s, configured) {
+    const cur = s.slots && s.slots[s.current];
+    const live = cur && cur.step ? cur.step : configured;
+    const text = fmtNum(live) + (live !== configured ? " (set " + fmtNum(configured) + ")" : "");
+    return { text: text, cls: "num", field: "step", title: "The size of the segment now being served. It starts at the configured step; after a segment that lasted under 15 minutes the next one doubles (up to 1,000,000), after one that lasted 30 minutes or more it halves, never below the configured step (Leaf's dynamic step)." };
+  }
+
   function slotCell(slot, current) {
     const span = el("span", null, "slot" + (current ? " cur" : ""));
     if (!slot || slot.step === 0) { span.textContent = "empty"; span.classList.add("muted"); return span; }
@@ -170,7 +194,7 @@
           { text: k.name, field: "name" },
           { node: slotCell(s.slots[0], s.current === 0), field: "slot0" },
           { node: slotCell(s.slots[1], s.current === 1), field: "slot1" },
-          { text: fmtNum(k.step), cls: "num", field: "step" },
+          liveStep(s, k.step),
           { text: next, field: "next" },
         ], { "data-key": k.name });
       }
@@ -191,7 +215,7 @@
     fill("clocks", (tb) => {
       for (const k of clocks) {
         const s = k.stats;
-        row(tb, [k.name, { text: fmtSecs(s.snowflake_horizon_seconds), cls: "num" },
+        row(tb, [k.name, horizonCell(s.snowflake_horizon_seconds),
           { text: fmtSecs(s.snowflake_ahead_seconds), cls: "num" },
           { text: fmtNum(s.clock_rollback_total), cls: "num", field: "rollbacks" }], { "data-key": k.name });
       }
@@ -212,7 +236,7 @@
     ol.id = "errors";
     for (const e of st.errors || []) {
       const li = el("li");
-      const t = el("time", new Date(e.time).toLocaleTimeString());
+      const t = el("time", utc(Date.parse(e.time)));
       t.setAttribute("datetime", e.time);
       li.appendChild(t);
       li.appendChild(document.createTextNode(" " + e.key + " (" + e.strategy + ") " + e.code + (e.count > 1 ? " ×" + e.count : "") + ": " + e.error));
@@ -229,7 +253,12 @@
       dl.replaceChildren(...(st.strategies || []).map((s) => { const o = el("option"); o.value = s; return o; }));
     }
 
-    $("updated").textContent = new Date(nowMs).toLocaleTimeString();
+    $("updated").textContent = utc(nowMs);
+    const si = $("create-strategy");
+    if ((st.strategies || []).length) {
+      si.pattern = "(" + st.strategies.map((x) => x.replace(/[.*+?^${}()|[\]\\-]/g, "\\$&")).join("|") + ")";
+      si.title = "one of: " + st.strategies.join(", ");
+    }
   }
 
   function setStatus(text, bad) {
