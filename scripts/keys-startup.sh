@@ -20,13 +20,16 @@
 #
 # The database of a postgres:// or mysql:// STORE_URL must exist and be
 # empty. KEYS_LOAD_CONNS sets the load's connections (default 128),
-# KEYS_LOAD_SECONDS its length (default 2). Uses ports 18080 and 18081 on
+# KEYS_LOAD_SECONDS its length (default 2), KEYS_PORT the port (default
+# 18080; the admin listener takes the next one), both on
 # 127.0.0.1 and sends traffic nowhere else.
 set -euo pipefail
 n=${1:?usage: keys-startup.sh N [STORE_URL]}
 store=${2:-}
 conns=${KEYS_LOAD_CONNS:-128}
 secs=${KEYS_LOAD_SECONDS:-2}
+port=${KEYS_PORT:-18080} # the admin listener takes the next port
+admin=$((port + 1))
 dir=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -35,7 +38,7 @@ go build -o "$dir/idmint" ./cmd/idmint
 go build -o "$dir/keysload" ./scripts/keysload
 {
 	echo "data_dir: $dir/data"
-	echo "admin_listen: 127.0.0.1:18081"
+	echo "admin_listen: 127.0.0.1:$admin"
 	[ -n "$store" ] && echo "stores: {default: \"$store\"}"
 	echo "keys:"
 	for ((i = 0; i < n; i++)); do echo "  k$i: {strategy: segment}"; done
@@ -49,13 +52,13 @@ cpu_ms() { # user + system CPU of pid $1, in ms
 memory() { # "RSS X MiB (Y KB/key), heap in use after GC Z MiB (W KB/key)"
 	local rss heap
 	rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status") # KiB
-	heap=$(curl -sf 'http://127.0.0.1:18081/debug/pprof/heap?gc=1&debug=1' | awk '/^# HeapInuse = / {print $4}')
+	heap=$(curl -sf "http://127.0.0.1:$admin/debug/pprof/heap?gc=1&debug=1" | awk '/^# HeapInuse = / {print $4}')
 	awk -v rss="$rss" -v heap="${heap:-0}" -v n="$n" 'BEGIN {
 		printf "RSS %.1f MiB (%.2f KB/key), heap in use after GC %.1f MiB (%.2f KB/key)",
 			rss / 1024, rss * 1.024 / n, heap / 1048576, heap / 1000 / n }'
 }
 start_serve() {
-	"$dir/idmint" serve --config "$dir/idmint.yaml" --listen 127.0.0.1:18080 >"$dir/out.log" 2>"$dir/err.log" &
+	"$dir/idmint" serve --config "$dir/idmint.yaml" --listen 127.0.0.1:$port >"$dir/out.log" 2>"$dir/err.log" &
 	pid=$!
 }
 stop_serve() {
@@ -80,8 +83,8 @@ wait_for() { # wait_for URL START: ms from START until URL answers 2xx
 for run in fresh restart; do
 	start=$(date +%s%N)
 	start_serve
-	ready=$(wait_for "http://127.0.0.1:18080/readyz" "$start")
-	first=$(wait_for "http://127.0.0.1:18080/v1/keys/k$((n - 1))/ids" "$start")
+	ready=$(wait_for "http://127.0.0.1:$port/readyz" "$start")
+	first=$(wait_for "http://127.0.0.1:$port/v1/keys/k$((n - 1))/ids" "$start")
 	cpu=$(cpu_ms "$pid")
 	printf '%s keys, %s: first ID after %d ms, ready after %d ms, start-up CPU %d ms; at ready %s\n' \
 		"$n" "$run" "$first" "$ready" "$cpu" "$(memory)"
@@ -90,7 +93,7 @@ done
 
 start=$(date +%s%N)
 start_serve
-"$dir/keysload" -url http://127.0.0.1:18080 -keys "$n" -since "$start" -d "${secs}s" -c "$conns" | sed "s/^/$n keys, load ($conns connections): /"
+"$dir/keysload" -url http://127.0.0.1:$port -keys "$n" -since "$start" -d "${secs}s" -c "$conns" | sed "s/^/$n keys, load ($conns connections): /"
 printf '%s keys, after the load: %s\n' "$n" "$(memory)"
 stop_serve
 
