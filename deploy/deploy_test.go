@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -268,6 +269,17 @@ func TestSystemd(t *testing.T) {
 		for k, v := range readEnvFile(t, "systemd/"+filepath.Base(strings.TrimPrefix(f, "-"))+".example") {
 			env[k] = v
 		}
+	}
+	// The example's admin token is a placeholder that serve --check refuses,
+	// naming the field; an operator's own token then passes.
+	if tok := env["IDMINT_ADMIN_TOKEN"]; tok != "" {
+		c := osexec.Command(idmint(t), "serve", "--check")
+		c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "IDMINT_ADMIN_TOKEN=" + tok, "IDMINT_DATA_DIR=" + t.TempDir()}
+		out, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "admin_token") {
+			t.Errorf("idmint.env.example's admin token %q: serve --check exit %v, want a refusal naming admin_token:\n%s", tok, err, out)
+		}
+		env["IDMINT_ADMIN_TOKEN"] = "3f9c1e7a52b84d06a1e2c9d7b4f08a6e"
 	}
 	r := run{name: "systemd", args: exec[1:], env: env, dirs: map[string]string{}}
 	for _, d := range u["StateDirectory"] {

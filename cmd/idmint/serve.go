@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/strategies"
@@ -28,6 +29,7 @@ func init() {
 type serveFlags struct {
 	config, listen, grpcListen, adminListen, data, coordinator, store, logFormat, logLevel string
 	check                                                                                  bool
+	connect                                                                                bool
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -43,6 +45,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every problem with its field, and exit")
+	fs.BoolVar(&f.connect, "connect", false, "with --check: also connect to every remote store, coordinator and witness (5 s each), report each, and change nothing")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -73,9 +76,19 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		return err
 	}
+	if err := refusePlaceholderSecrets(cfg); err != nil {
+		return err
+	}
+	if f.connect && !f.check {
+		return usagef("--connect goes with --check")
+	}
 	if f.check {
 		fmt.Fprintf(e.stdout, "configuration OK: %d key(s), listen %s, data %s\n", len(cfg.Keys), cfg.Listen, cfg.DataDir)
-		return nil
+		if !f.connect {
+			fmt.Fprintf(e.stdout, "(checked the file only: %s)\n", notConnected(cfg))
+			return nil
+		}
+		return checkConnections(context.Background(), cfg, e.stdout)
 	}
 	if pct, set := serveGC(e.getenv); set {
 		log.Debug("garbage collector", "gogc", pct, "why", "GOGC is not set")
@@ -95,10 +108,24 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer lock.Release()
+	// Listen before anything is acquired (the worker lease, the stores): an
+	// address in use then fails at once and holds no lease meanwhile.
+	ls, err := listenAll(cfg)
+	if err != nil {
+		return err
+	}
+	closeListeners := func() {
+		for _, l := range []net.Listener{ls.HTTP, ls.GRPC, ls.Admin} {
+			if l != nil {
+				l.Close()
+			}
+		}
+	}
 	logStores(log, cfg)
 	srv, err := server.New(ctx, server.Options{Config: cfg, Registry: reg, Logger: log,
 		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")}})
 	if err != nil {
+		closeListeners()
 		return err
 	}
 	// Building many keys leaves garbage several times the live heap
@@ -107,31 +134,41 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	debug.FreeOSMemory()
 	// Again, for the files opening the stores created (SQLite's).
 	if err := secureDataDir(cfg.DataDir); err != nil {
+		closeListeners()
 		srv.Close(context.Background())
 		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		srv.Close(context.Background())
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	ls := server.Listeners{HTTP: ln}
-	for _, o := range []struct {
-		addr string
-		dst  *net.Listener
-	}{{cfg.GRPCListen, &ls.GRPC}, {cfg.AdminListen, &ls.Admin}} {
-		if o.addr == "" {
-			continue
-		}
-		if *o.dst, err = net.Listen("tcp", o.addr); err != nil {
-			ln.Close()
-			srv.Close(context.Background())
-			return fmt.Errorf("listen on %s: %w", o.addr, err)
-		}
 	}
 	warnHostLocal(log, cfg, ls)
 	printBanner(e.stdout, cfg, srv, ls)
 	return srv.Serve(ctx, ls)
+}
+
+// listenAll opens the public, gRPC and admin listeners of cfg; an address in
+// use gets a hint naming the flag that moves it.
+func listenAll(cfg *server.Config) (server.Listeners, error) {
+	var ls server.Listeners
+	for _, o := range []struct {
+		addr, flag string
+		dst        *net.Listener
+	}{{cfg.Listen, "--listen", &ls.HTTP}, {cfg.GRPCListen, "--grpc-listen", &ls.GRPC}, {cfg.AdminListen, "--admin-listen", &ls.Admin}} {
+		if o.addr == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", o.addr)
+		if err != nil {
+			for _, d := range []net.Listener{ls.HTTP, ls.GRPC, ls.Admin} {
+				if d != nil {
+					d.Close()
+				}
+			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return ls, fmt.Errorf("listen on %s: the address is already in use (another idmint or program listens there); choose another with %s host:port, or %s 127.0.0.1:0 for any free port: %w", o.addr, o.flag, o.flag, err)
+			}
+			return ls, fmt.Errorf("listen on %s: %w", o.addr, err)
+		}
+		*o.dst = l
+	}
+	return ls, nil
 }
 
 // secureDataDir makes the data directory 0700 and every regular file in it
