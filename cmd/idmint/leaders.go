@@ -91,7 +91,11 @@ func runLeaders(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", idtext.Printable(l.Key), idtext.Printable(leader), idtext.Printable(node), stamp(l.Since), left, l.Candidates, l.Bound)
 	}
 	if len(ls) == 0 {
-		fmt.Fprintf(w, "(no monotonic keys under %s)\n", idtext.Printable(*prefix))
+		if *coord == "" {
+			fmt.Fprintf(w, "(no monotonic keys under %s: a cluster keeps them under its coordinator's prefix; try --coordinator etcd://HOST:2379/PREFIX?name=NAME as serve was given it)\n", idtext.Printable(*prefix))
+		} else {
+			fmt.Fprintf(w, "(no monotonic keys under %s)\n", idtext.Printable(*prefix))
+		}
 	}
 	return w.Flush()
 }

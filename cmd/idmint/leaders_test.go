@@ -69,7 +69,7 @@ func TestLeadersList(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(js), &ls) != nil || len(ls) != 1 || ls[0].Leader != "10.1.2.3:7070" || ls[0].Bound < 1 || ls[0].Since.IsZero() {
 		t.Fatalf("leaders --json: exit %d %s: %s", code, errOut, js)
 	}
-	if code, out, _ := runCLI(t, "leaders", "--etcd", addr, "--prefix", parent+"nothing/"); code != 0 || !strings.Contains(out, "no monotonic keys") {
+	if code, out, _ := runCLI(t, "leaders", "--etcd", addr, "--prefix", parent+"nothing/"); code != 0 || !strings.Contains(out, "no monotonic keys") || !strings.Contains(out, "try --coordinator") {
 		t.Fatalf("empty prefix: exit %d:\n%s", code, out)
 	}
 }
