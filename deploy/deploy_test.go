@@ -263,16 +263,17 @@ func TestSystemd(t *testing.T) {
 	if exec[0] != "/usr/local/bin/idmint" {
 		t.Errorf("ExecStart %q", exec[0])
 	}
-	env := map[string]string{}
+	env, example := map[string]string{}, map[string]string{}
 	for _, f := range u["EnvironmentFile"] {
 		// The file is the operator's; its example lists what goes in it.
 		for k, v := range readEnvFile(t, "systemd/"+filepath.Base(strings.TrimPrefix(f, "-"))+".example") {
-			env[k] = v
+			example[k] = v
+			env[k] = dummyToken // the example holds placeholders only
 		}
 	}
 	// The example's admin token is a placeholder that serve --check refuses,
 	// naming the field; an operator's own token then passes.
-	if tok := env["IDMINT_ADMIN_TOKEN"]; tok != "" {
+	if tok := example["IDMINT_ADMIN_TOKEN"]; tok != "" {
 		c := osexec.Command(idmint(t), "serve", "--check")
 		c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "IDMINT_ADMIN_TOKEN=" + tok, "IDMINT_DATA_DIR=" + t.TempDir()}
 		out, err := c.CombinedOutput()
@@ -323,11 +324,11 @@ func readEnvFile(t *testing.T, path string) map[string]string {
 		if line = strings.TrimSpace(line); line == "" || line[0] == '#' {
 			continue
 		}
-		k, _, ok := strings.Cut(line, "=")
+		k, v, ok := strings.Cut(line, "=")
 		if !ok {
 			t.Fatalf("%s: %q is not KEY=VALUE", path, line)
 		}
-		env[k] = dummyToken // the example holds placeholders only
+		env[k] = v
 	}
 	return env
 }
