@@ -256,7 +256,10 @@
     $("updated").textContent = utc(nowMs);
     const si = $("create-strategy");
     if ((st.strategies || []).length) {
-      si.pattern = "(" + st.strategies.map((x) => x.replace(/[.*+?^${}()|[\]\\-]/g, "\\$&")).join("|") + ")";
+      // Strategy names are letters, digits and . _ : - (CheckName); only
+      // the dot needs escaping (the pattern is compiled with the v flag,
+      // where escaping "-" outside a class is a syntax error).
+      si.pattern = "(" + st.strategies.map((x) => x.replaceAll(".", "\\.")).join("|") + ")";
       si.title = "one of: " + st.strategies.join(", ");
     }
   }
