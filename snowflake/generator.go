@@ -122,6 +122,11 @@ type Settings struct {
 	// Rand returns a uniform value in [0, n) for random sequence starts.
 	// Nil means math/rand/v2's Int64N.
 	Rand func(n int64) int64
+	// Go, when set, starts the generator's background goroutines (horizon
+	// extensions): Go(f) must run f in a new goroutine. A deterministic
+	// simulation uses it to know when they are running. Nil means the go
+	// statement.
+	Go func(f func())
 }
 
 const (
@@ -169,6 +174,7 @@ type Generator struct {
 	maxWait   time.Duration
 	startK    int64
 	rnd       func(int64) int64
+	spawn     func(func())
 	fence     Fence
 	horizon   Horizon
 	lead      time.Duration
@@ -213,7 +219,7 @@ func New(l Layout, s Settings) (*Generator, error) {
 	}
 	g := &Generator{layout: l, clk: s.Clock, sb: l.seqBits, seqMask: 1<<l.seqBits - 1,
 		timeShift: l.timeShift, seqShift: l.seqShift, startK: l.seqStart, rnd: s.Rand,
-		fence: s.Fence, horizon: s.Horizon}
+		fence: s.Fence, horizon: s.Horizon, spawn: s.Go}
 	if g.clk == nil {
 		g.clk = clock.NewReal()
 	}
@@ -565,7 +571,11 @@ func (g *Generator) startExtension(early bool) *extension {
 	e := &extension{done: make(chan struct{})}
 	g.inflight = e
 	g.wg.Add(1)
-	go g.runExtension(e)
+	if g.spawn != nil {
+		g.spawn(func() { g.runExtension(e) })
+	} else {
+		go g.runExtension(e)
+	}
 	return e
 }
 
