@@ -71,8 +71,9 @@ func lower(limit *atomic.Int64, err error, n int) bool {
 }
 
 // New returns a client of the servers at endpoints: http://host:port,
-// https://host:port, grpc://host:port or grpcs://host:port (schemes may be
-// mixed). It does not connect until the first call.
+// https://host:port, or a URL of a scheme of Options.Dialers, such as
+// grpc://host:port and grpcs://host:port with package client/grpctransport
+// (schemes may be mixed). It does not connect until the first call.
 func New(endpoints []string, opts Options) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("client: endpoints: none given; want at least one URL such as http://127.0.0.1:8080")

@@ -218,64 +218,32 @@ func TestModes(t *testing.T) {
 func TestPermanentErrors(t *testing.T) {
 	cl := newCluster()
 	a, b := newFakeNode(t, cl), newFakeNode(t, cl)
-	g := newGRPCNode(t, cl)
-	for _, eps := range [][]string{{a.url(), b.url()}, {"grpc://" + g.addr}} {
-		c := newClient(t, eps, Options{})
-		// A deadline far away: permanent errors must come back at once,
-		// not when it passes.
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		for _, tc := range []struct {
-			key, code string
-			status    int
-		}{{"nosuch", "unknown_key", 404}, {"secret", "", 401}} {
-			_, err := c.Next(ctx, tc.key)
-			var e *Error
-			if !errors.As(err, &e) || e.Retryable || e.Status != tc.status || (tc.code != "" && e.Code != tc.code) {
-				t.Errorf("%v: Next(%s) = %v; want a permanent %d %s", eps, tc.key, err, tc.status, tc.code)
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%v: Next(%s) waited for the deadline", eps, tc.key)
-			}
+	eps := []string{a.url(), b.url()}
+	c := newClient(t, eps, Options{})
+	// A deadline far away: permanent errors must come back at once,
+	// not when it passes.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		key, code string
+		status    int
+	}{{"nosuch", "unknown_key", 404}, {"secret", "", 401}} {
+		_, err := c.Next(ctx, tc.key)
+		var e *Error
+		if !errors.As(err, &e) || e.Retryable || e.Status != tc.status || (tc.code != "" && e.Code != tc.code) {
+			t.Errorf("%v: Next(%s) = %v; want a permanent %d %s", eps, tc.key, err, tc.status, tc.code)
 		}
-		if st := c.Stats(); st.Failovers != 0 {
-			t.Errorf("%v: %d failovers for permanent errors; want 0", eps, st.Failovers)
-		}
-		// With the token, the key works.
-		c2 := newClient(t, eps, Options{Tokens: map[string]string{"secret": cl.token}})
-		if _, err := c2.Next(ctx, "secret"); err != nil {
-			t.Errorf("%v: Next(secret) with the token: %v", eps, err)
+		if ctx.Err() != nil {
+			t.Fatalf("%v: Next(%s) waited for the deadline", eps, tc.key)
 		}
 	}
-}
-
-func TestGRPC(t *testing.T) {
-	cl := newCluster()
-	g1, g2 := newGRPCNode(t, cl), newGRPCNode(t, cl)
-	var log refillLog
-	c := newClient(t, []string{"grpc://" + g1.addr, "grpc://" + g2.addr}, Options{Hooks: Hooks{Refill: log.hook}})
-	ctx := testCtx(t)
-	draws := make([][]int64, 4)
-	var wg sync.WaitGroup
-	for g := range draws {
-		wg.Go(func() {
-			for range 3000 {
-				id, err := c.Next(ctx, "order")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				draws[g] = append(draws[g], id)
-			}
-		})
+	if st := c.Stats(); st.Failovers != 0 {
+		t.Errorf("%v: %d failovers for permanent errors; want 0", eps, st.Failovers)
 	}
-	wg.Wait()
-	checkDraws(t, draws, log.snapshot())
-	if _, err := c.Next(ctx, "flake"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Next(ctx, "uuid"); !errors.Is(err, ErrTextKey) {
-		t.Errorf("gRPC Next(uuid) = %v; want ErrTextKey", err)
+	// With the token, the key works.
+	c2 := newClient(t, eps, Options{Tokens: map[string]string{"secret": cl.token}})
+	if _, err := c2.Next(ctx, "secret"); err != nil {
+		t.Errorf("%v: Next(secret) with the token: %v", eps, err)
 	}
 }
 

@@ -1,8 +1,19 @@
 // Package client is idmint's Go client: it draws IDs from one or more
-// idmint servers over HTTP or gRPC and serves them from a local buffer.
+// idmint servers and serves them from a local buffer.
 //
 //	c, err := client.New([]string{"http://id1:8080", "http://id2:8080"}, client.Options{Token: "..."})
 //	id, err := c.Next(ctx, "order")
+//
+// # Optional parts
+//
+// The core speaks HTTP with the standard library alone. Two subpackages
+// add what not every program needs, and bring their dependencies only to
+// programs that import them:
+//
+//   - client/grpctransport: grpc:// and grpcs:// endpoints, through
+//     Options.Dialers (any other transport can plug in the same way, as a
+//     Dialer that builds a Transport).
+//   - client/clientmetrics: a Prometheus collector of Stats.
 //
 // # Prefetch
 //

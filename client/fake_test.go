@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,13 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-
-	v1 "github.com/idmint/idmint/api/idmintv1"
 )
 
 // cluster is the shared state of fake nodes: one counter per key, as a
@@ -255,71 +247,6 @@ func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // possible for an httptest server, so tests that bring nodes back use
 // mode503 instead.
 func (n *fakeNode) down() { n.srv.CloseClientConnections(); n.srv.Listener.Close() }
-
-// grpcNode is a fake gRPC node of a cluster.
-type grpcNode struct {
-	v1.UnimplementedIDsServer
-	c    *cluster
-	addr string
-}
-
-func newGRPCNode(t *testing.T, c *cluster) *grpcNode {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &grpcNode{c: c, addr: l.Addr().String()}
-	s := grpc.NewServer()
-	v1.RegisterIDsServer(s, g)
-	go s.Serve(l)
-	t.Cleanup(s.Stop)
-	return g
-}
-
-func (g *grpcNode) check(ctx context.Context, key string, count uint32) (string, error) {
-	st, ok := fakeStrategy[key]
-	if !ok {
-		return "", status.Error(codes.NotFound, "key: no key called "+strconv.Quote(key))
-	}
-	if key == "secret" {
-		md, _ := metadata.FromIncomingContext(ctx)
-		if v := md.Get("authorization"); len(v) == 0 || v[0] != "Bearer "+g.c.token {
-			return "", status.Error(codes.Unauthenticated, "authorization: a valid bearer token is required")
-		}
-	}
-	if count < 1 || count > 10000 {
-		return "", status.Error(codes.InvalidArgument, "count: out of range")
-	}
-	return st, nil
-}
-
-func (g *grpcNode) NextRange(ctx context.Context, r *v1.NextRangeRequest) (*v1.NextRangeResponse, error) {
-	st, err := g.check(ctx, r.Key, r.Count)
-	if err != nil {
-		return nil, err
-	}
-	if st != "segment" {
-		return nil, status.Error(codes.InvalidArgument, "key: no ranges")
-	}
-	return &v1.NextRangeResponse{Key: r.Key, First: g.c.take(r.Key, int64(r.Count)), Count: int64(r.Count)}, nil
-}
-
-func (g *grpcNode) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (*v1.NextIDsResponse, error) {
-	st, err := g.check(ctx, r.Key, r.Count)
-	if err != nil {
-		return nil, err
-	}
-	resp := &v1.NextIDsResponse{Key: r.Key, Strategy: st}
-	first := g.c.take(r.Key, int64(r.Count))
-	for i := range int64(r.Count) {
-		if st == "uuid" {
-			resp.TextIds = append(resp.TextIds, fmt.Sprint(first+i))
-		} else {
-			resp.Ids = append(resp.Ids, first+i)
-		}
-	}
-	return resp, nil
-}
 
 // testCtx bounds a test's call.
 func testCtx(t *testing.T) context.Context {

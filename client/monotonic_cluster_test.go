@@ -267,7 +267,7 @@ func BenchmarkMonotonicClusterUnloaded(b *testing.B) {
 }
 
 func benchMonotonic(b *testing.B, urls []string, callers, inflight int) {
-	c, err := New(urls, Options{MaxInFlight: inflight})
+	c, err := New(urls, Options{MaxInFlight: inflight, Dialers: grpcDialers})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,9 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/idmint/idmint/clock"
 )
@@ -18,13 +17,17 @@ type Options struct {
 	Token string
 	// Tokens overrides Token for the keys it names.
 	Tokens map[string]string
-	// TLS configures https:// and grpcs:// endpoints (and makes grpc://
-	// ones use TLS too). Default: the system roots.
+	// TLS configures https:// endpoints, and is handed to Dialers (the
+	// gRPC one uses it for grpcs:// endpoints and makes grpc:// ones use
+	// TLS too). Default: the system roots.
 	TLS *tls.Config
 	// HTTPClient replaces the HTTP client (then TLS is not applied to it).
 	HTTPClient *http.Client
-	// GRPCDialOptions are added to every gRPC connection's options.
-	GRPCDialOptions []grpc.DialOption
+	// Dialers build the transports of endpoints whose URL scheme is not
+	// http or https, by scheme (lowercase). Default none: HTTP only. For
+	// gRPC, grpctransport.Dialers (package client/grpctransport) gives
+	// grpc and grpcs.
+	Dialers map[string]Dialer
 
 	// Timeout bounds a call whose context has no deadline. Default 10s.
 	Timeout time.Duration
@@ -131,6 +134,16 @@ func (o *Options) validate() error {
 		return bad("MinBackoff", o.MinBackoff, "must not be negative")
 	case o.MaxBackoff < o.MinBackoff:
 		return bad("MaxBackoff", o.MaxBackoff, fmt.Sprintf("must be at least MinBackoff (%v)", o.MinBackoff))
+	}
+	for scheme, d := range o.Dialers {
+		switch {
+		case scheme == "http" || scheme == "https":
+			return bad("Dialers", fmt.Sprintf("%q", scheme), "HTTP is built in and cannot be replaced (Options.HTTPClient replaces its client)")
+		case scheme == "" || scheme != strings.ToLower(scheme) || strings.ContainsAny(scheme, ":/"):
+			return bad("Dialers", fmt.Sprintf("%q", scheme), "want a lowercase URL scheme such as grpc, without :// (URLs' schemes are compared lowercase)")
+		case d == nil:
+			return bad("Dialers", fmt.Sprintf("%q", scheme), "the Dialer is nil")
+		}
 	}
 	return nil
 }

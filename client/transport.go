@@ -7,25 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-
-	v1 "github.com/idmint/idmint/api/idmintv1"
+	"github.com/idmint/idmint/client/internal/answer"
 )
 
-// transport speaks to one endpoint. Both calls return what the answer
-// said about its node and key (meta), on errors too when the answer came
-// from an idmint node.
+// transport speaks to one endpoint: httpTransport, or a Dialer's
+// Transport (dialed). Both calls return what the answer said about its
+// node and key (meta), on errors too when the answer came from an idmint
+// node.
 type transport interface {
 	// rangeOf reserves up to n contiguous numbers: [first, first+count).
 	rangeOf(ctx context.Context, key, token string, n int) (first, count int64, m meta, err error)
@@ -35,10 +31,7 @@ type transport interface {
 	close()
 }
 
-// meta is what an answer says about the node that sent it and the key:
-// the Idmint-Node, Idmint-Strategy, Idmint-Key-Generation and
-// Idmint-Leader headers (gRPC: the same, lowercase, as header metadata).
-// Fields are "" when absent.
+// meta is Meta inside the client.
 type meta struct {
 	node       string // the answering node's name
 	strategy   string // the key's strategy
@@ -64,23 +57,80 @@ func metaOfHTTP(h http.Header) meta {
 	return meta{node: first(headerNode), strategy: first(headerStrategy), generation: first(headerGeneration), leader: first(headerLeader)}
 }
 
-func metaOfGRPC(md metadata.MD) meta {
-	first := func(k string) string {
-		if v := md.Get(k); len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	return meta{node: first("idmint-node"), strategy: first("idmint-strategy"), generation: first("idmint-key-generation"), leader: first("idmint-leader")}
+// Transport speaks to one endpoint of a scheme the client does not speak
+// itself; a Dialer builds it. Package client/grpctransport has the gRPC
+// one. Its methods are called concurrently.
+//
+// Both calls return what the answer said about its node and key (Meta),
+// on errors too when the answer came from an idmint node. A failure is an
+// *Error: Retryable says whether another endpoint, or this one later, may
+// succeed (network failures, timeouts, overload, malformed answers), and
+// Status, Code and Field say what the server refused (400, 401, 403 and
+// an unknown key are permanent). Any other error is permanent.
+type Transport interface {
+	// Range reserves up to n contiguous numbers of key: [first,
+	// first+count), 1 <= count <= n.
+	Range(ctx context.Context, key, token string, n int) (first, count int64, m Meta, err error)
+	// IDs returns exactly n IDs of key; m.Strategy is the key's strategy.
+	// text is true (and ids empty) when the key issues text IDs.
+	IDs(ctx context.Context, key, token string, n int) (ids []int64, text bool, m Meta, err error)
+	// Close releases the transport's connections.
+	Close()
 }
 
-// newTransport builds the transport an endpoint URL names: http://,
-// https:// (HTTP), grpc:// (gRPC, plaintext unless opts.TLS is set) or
-// grpcs:// (gRPC over TLS).
+// Meta is what an answer says about the node that sent it and the key:
+// the Idmint-Node, Idmint-Strategy, Idmint-Key-Generation and
+// Idmint-Leader headers (gRPC: the same, lowercase, as header metadata).
+// Fields are "" when absent.
+type Meta struct {
+	Node       string // the answering node's name
+	Strategy   string // the key's strategy
+	Generation string // opaque; changes when the key is built anew on that node
+	Leader     string // the name of the node leading the key, as the answering node knows it
+}
+
+// A Dialer builds the Transport of one endpoint whose URL scheme it is
+// registered for in Options.Dialers. It does not connect: New calls it
+// for every endpoint before the first request.
+type Dialer func(Target) (Transport, error)
+
+// Target is the endpoint a Dialer builds a Transport for.
+type Target struct {
+	Endpoint string      // the URL as given to New
+	URL      *url.URL    // Endpoint parsed; URL.Host is not empty
+	TLS      *tls.Config // Options.TLS, nil when not set
+}
+
+// dialed adapts a Transport to the client's internal transport.
+type dialed struct{ t Transport }
+
+func metaOf(m Meta) meta {
+	return meta{node: m.Node, strategy: m.Strategy, generation: m.Generation, leader: m.Leader}
+}
+
+func (d dialed) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, meta, error) {
+	first, count, m, err := d.t.Range(ctx, key, token, n)
+	return first, count, metaOf(m), err
+}
+
+func (d dialed) ids(ctx context.Context, key, token string, n int) ([]int64, bool, meta, error) {
+	ids, text, m, err := d.t.IDs(ctx, key, token, n)
+	return ids, text, metaOf(m), err
+}
+
+func (d dialed) close() { d.t.Close() }
+
+// grpcSchemes are the schemes package client/grpctransport dials: an
+// endpoint of one without a Dialer gets an error that says where it is.
+var grpcSchemes = map[string]bool{"grpc": true, "grpcs": true}
+
+// newTransport builds the transport an endpoint URL names: http:// or
+// https:// (HTTP, built in), or a scheme of opts.Dialers (grpc:// and
+// grpcs:// with package client/grpctransport).
 func newTransport(endpoint string, opts *Options) (transport, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("client: endpoint %q: want http://host:port, https://host:port, grpc://host:port or grpcs://host:port", endpoint)
+		return nil, fmt.Errorf("client: endpoint %q: want http://host:port, https://host:port, or grpc://host:port or grpcs://host:port with package client/grpctransport", endpoint)
 	}
 	switch u.Scheme {
 	case "http", "https":
@@ -95,26 +145,22 @@ func newTransport(endpoint string, opts *Options) (transport, error) {
 			hc = &http.Client{Transport: tr}
 		}
 		return &httpTransport{base: strings.TrimRight(endpoint, "/"), hc: hc}, nil
-	case "grpc", "grpcs":
-		if u.Path != "" && u.Path != "/" {
-			return nil, fmt.Errorf("client: endpoint %q: a gRPC endpoint has no path", endpoint)
-		}
-		creds := insecure.NewCredentials()
-		if u.Scheme == "grpcs" || opts.TLS != nil {
-			tc := opts.TLS
-			if tc == nil {
-				tc = &tls.Config{MinVersion: tls.VersionTLS12}
-			}
-			creds = credentials.NewTLS(tc)
-		}
-		dial := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts.GRPCDialOptions...)
-		cc, err := grpc.NewClient(u.Host, dial...)
-		if err != nil {
-			return nil, fmt.Errorf("client: endpoint %q: %w", endpoint, err)
-		}
-		return &grpcTransport{cc: cc, c: v1.NewIDsClient(cc)}, nil
 	}
-	return nil, fmt.Errorf("client: endpoint %q: scheme %q: want http, https, grpc or grpcs", endpoint, u.Scheme)
+	if d := opts.Dialers[u.Scheme]; d != nil {
+		t, err := d(Target{Endpoint: endpoint, URL: u, TLS: opts.TLS})
+		if err != nil {
+			return nil, err
+		}
+		return dialed{t}, nil
+	}
+	if grpcSchemes[u.Scheme] {
+		return nil, fmt.Errorf("client: endpoint %q: scheme %q needs the gRPC transport: set Options.Dialers to grpctransport.Dialers(grpctransport.Settings{}) (package github.com/idmint/idmint/client/grpctransport)", endpoint, u.Scheme)
+	}
+	want := "http or https"
+	if len(opts.Dialers) > 0 {
+		want = "http, https or one of Options.Dialers: " + strings.Join(slices.Sorted(maps.Keys(opts.Dialers)), ", ")
+	}
+	return nil, fmt.Errorf("client: endpoint %q: scheme %q: want %s", endpoint, u.Scheme, want)
 }
 
 type httpTransport struct {
@@ -175,7 +221,7 @@ func httpError(base string, resp *http.Response, body []byte) *Error {
 	} else {
 		e.Message = fmt.Sprintf("HTTP %d: %q", resp.StatusCode, trunc(string(body)))
 	}
-	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now)
+	e.RetryAfter = answer.RetryAfter(resp.Header.Get("Retry-After"), time.Now)
 	switch {
 	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusUnauthorized,
 		resp.StatusCode == http.StatusForbidden, resp.StatusCode == http.StatusRequestEntityTooLarge:
@@ -188,26 +234,6 @@ func httpError(base string, resp *http.Response, body []byte) *Error {
 	return e
 }
 
-// parseRetryAfter reads a Retry-After value: delay-seconds or an
-// HTTP-date (RFC 9110 section 10.2.3). Anything else is 0.
-func parseRetryAfter(v string, now func() time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(min(s, 3600)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now()); d > 0 {
-			return min(d, time.Hour)
-		}
-	}
-	return 0
-}
-
 func trunc(s string) string {
 	if len(s) > 200 {
 		return s[:200] + "..."
@@ -215,7 +241,7 @@ func trunc(s string) string {
 	return s
 }
 
-var errMalformed = errors.New("malformed answer")
+var errMalformed = answer.ErrMalformed
 
 func (h *httpTransport) malformed(what string, body []byte, detail string) *Error {
 	return &Error{Endpoint: h.base, Status: http.StatusOK, Message: fmt.Sprintf("%s: %s in %q", what, detail, trunc(string(body))), Retryable: true, Err: errMalformed}
@@ -281,81 +307,4 @@ func (h *httpTransport) ids(ctx context.Context, key, token string, n int) ([]in
 		out[i] = id
 	}
 	return out, false, m, nil
-}
-
-type grpcTransport struct {
-	cc *grpc.ClientConn
-	c  v1.IDsClient
-}
-
-func (g *grpcTransport) close() { g.cc.Close() }
-
-func (g *grpcTransport) ctx(ctx context.Context, token string) context.Context {
-	if token == "" {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-}
-
-// grpcError classifies a gRPC failure like httpError does.
-func (g *grpcTransport) err(err error, trailer metadata.MD) *Error {
-	st, _ := status.FromError(err)
-	e := &Error{Endpoint: g.cc.Target(), Message: st.Message(), Code: st.Code().String(), Err: err}
-	if v := trailer.Get("retry-after"); len(v) > 0 {
-		e.RetryAfter = parseRetryAfter(v[0], time.Now)
-	}
-	switch st.Code() {
-	case codes.InvalidArgument:
-		e.Status, e.Code = http.StatusBadRequest, "invalid_argument"
-		if f, _, ok := strings.Cut(e.Message, ": "); ok && !strings.Contains(f, " ") {
-			e.Field = f
-		}
-	case codes.NotFound:
-		e.Status, e.Code = http.StatusNotFound, "unknown_key"
-	case codes.Unauthenticated:
-		e.Status, e.Code = http.StatusUnauthorized, "unauthorized"
-	case codes.PermissionDenied:
-		e.Status, e.Code = http.StatusForbidden, "forbidden"
-	case codes.ResourceExhausted:
-		e.Status, e.Retryable = http.StatusTooManyRequests, true
-	default:
-		// Unavailable, DeadlineExceeded, Internal, Unknown, Canceled...
-		e.Status, e.Retryable = http.StatusServiceUnavailable, true
-	}
-	return e
-}
-
-func (g *grpcTransport) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, meta, error) {
-	var hd, tr metadata.MD
-	r, err := g.c.NextRange(g.ctx(ctx, token), &v1.NextRangeRequest{Key: key, Count: uint32(n)}, grpc.Header(&hd), grpc.Trailer(&tr))
-	m := metaOfGRPC(hd)
-	if err != nil {
-		return 0, 0, m, g.err(err, tr)
-	}
-	if r.GetKey() != key || r.GetCount() < 1 || r.GetCount() > int64(n) || r.GetFirst() > r.GetFirst()+r.GetCount()-1 {
-		return 0, 0, m, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("range answer: key %q, first %d, count %d for %d asked of key %q", r.GetKey(), r.GetFirst(), r.GetCount(), n, key), Retryable: true, Err: errMalformed}
-	}
-	return r.GetFirst(), r.GetCount(), m, nil
-}
-
-func (g *grpcTransport) ids(ctx context.Context, key, token string, n int) ([]int64, bool, meta, error) {
-	var hd, tr metadata.MD
-	// Fixed: the IDs come as 8-byte integers, copied out instead of one
-	// varint decode each; a server that predates it answers Ids.
-	r, err := g.c.NextIDs(g.ctx(ctx, token), &v1.NextIDsRequest{Key: key, Count: uint32(n), Fixed: true}, grpc.Header(&hd), grpc.Trailer(&tr))
-	m := metaOfGRPC(hd)
-	if err != nil {
-		return nil, false, m, g.err(err, tr)
-	}
-	if r.GetStrategy() != "" {
-		m.strategy = r.GetStrategy()
-	}
-	ids, derr := r.NumericIDs(nil)
-	if len(r.GetTextIds()) == n && len(ids) == 0 && r.GetStrategy() != "" {
-		return nil, true, m, nil
-	}
-	if derr != nil || r.GetKey() != key || r.GetStrategy() == "" || len(ids) != n {
-		return nil, false, m, &Error{Endpoint: g.cc.Target(), Message: fmt.Sprintf("ids answer: key %q, strategy %q, %d IDs for %d asked of key %q", r.GetKey(), r.GetStrategy(), len(ids), n, key), Retryable: true, Err: errMalformed}
-	}
-	return ids, false, m, nil
 }

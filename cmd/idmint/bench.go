@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/idmint/idmint/api/idmintv1"
 	"github.com/idmint/idmint/client"
+	"github.com/idmint/idmint/client/grpctransport"
 	"github.com/idmint/idmint/internal/hdr"
 	"github.com/idmint/idmint/internal/numfmt"
 	"github.com/idmint/idmint/snowflake"
@@ -462,7 +463,7 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 	}
 	label := strings.Join(targets, ",")
 	if f.client {
-		c, err := client.New(targets, client.Options{Token: f.token, MaxCount: f.maxCount})
+		c, err := client.New(targets, client.Options{Token: f.token, MaxCount: f.maxCount, Dialers: grpctransport.Dialers(grpctransport.Settings{})})
 		if err != nil {
 			return nil, "", nil, nil, fmt.Errorf("--target: %w", err)
 		}

@@ -1,48 +1,27 @@
-package client
+// Package clientmetrics exposes a client.Client's state as Prometheus
+// metrics. The client core does not import Prometheus, so a program that
+// does not import this package does not link it.
+//
+//	prometheus.MustRegister(clientmetrics.Collector(c))
+package clientmetrics
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idmint/idmint/client"
 )
 
-// Hooks are called on events, from the goroutine that saw them; they must
-// not block. Any may be nil.
-type Hooks struct {
-	// Refill is called after every refill of a prefetched key.
-	Refill func(RefillEvent)
-	// Failover is called when a request that failed is sent to another
-	// endpoint.
-	Failover func(FailoverEvent)
-	// Hedge is called when a slow request is also sent to another
-	// endpoint.
-	Hedge func(HedgeEvent)
-}
+// Collector returns a Prometheus collector of c's state (c.Stats() at
+// each scrape), labelled by key or endpoint: idmint_client_buffered_ids,
+// idmint_client_batch_ids, idmint_client_refills_total,
+// idmint_client_refill_errors_total, idmint_client_endpoint_up,
+// idmint_client_endpoint_requests_total,
+// idmint_client_endpoint_failures_total, idmint_client_failovers_total
+// and idmint_client_hedges_total. Register it with a
+// prometheus.Registerer.
+func Collector(c *client.Client) prometheus.Collector { return collector{c} }
 
-// FailoverEvent describes a request moved to another endpoint.
-type FailoverEvent struct {
-	Key      string
-	From, To string // endpoint URLs
-	Err      error  // From's failure
-}
-
-// HedgeEvent describes a request also sent to a second endpoint.
-type HedgeEvent struct {
-	Key   string
-	Slow  string // the endpoint that had not answered
-	To    string
-	After time.Duration
-}
-
-// Collector returns Prometheus collectors of the client's state, labelled
-// by key or endpoint: idmint_client_buffered_ids, idmint_client_batch_ids,
-// idmint_client_refills_total, idmint_client_refill_errors_total,
-// idmint_client_endpoint_up, idmint_client_endpoint_requests_total,
-// idmint_client_endpoint_failures_total, idmint_client_failovers_total and
-// idmint_client_hedges_total. Register it with a prometheus.Registerer.
-func (c *Client) Collector() prometheus.Collector { return collector{c} }
-
-type collector struct{ c *Client }
+type collector struct{ c *client.Client }
 
 var (
 	descBuffered   = prometheus.NewDesc("idmint_client_buffered_ids", "IDs the client holds for a key.", []string{"key"}, nil)
