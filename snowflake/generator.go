@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/mutate"
 )
 
 // Errors a Generator returns.
@@ -127,6 +128,10 @@ type Settings struct {
 	// simulation uses it to know when they are running. Nil means the go
 	// statement.
 	Go func(f func())
+	// Mutations puts known, fixed mistakes back into the generator, for the
+	// module's own simulation tests; its type is internal to the module, so
+	// other code can set only nil (no mistakes).
+	Mutations *mutate.Set
 }
 
 const (
@@ -175,6 +180,7 @@ type Generator struct {
 	startK    int64
 	rnd       func(int64) int64
 	spawn     func(func())
+	mut       *mutate.Set
 	fence     Fence
 	horizon   Horizon
 	lead      time.Duration
@@ -219,7 +225,7 @@ func New(l Layout, s Settings) (*Generator, error) {
 	}
 	g := &Generator{layout: l, clk: s.Clock, sb: l.seqBits, seqMask: 1<<l.seqBits - 1,
 		timeShift: l.timeShift, seqShift: l.seqShift, startK: l.seqStart, rnd: s.Rand,
-		fence: s.Fence, horizon: s.Horizon, spawn: s.Go}
+		fence: s.Fence, horizon: s.Horizon, spawn: s.Go, mut: s.Mutations}
 	if g.clk == nil {
 		g.clk = clock.NewReal()
 	}
@@ -634,6 +640,9 @@ func (g *Generator) extend(ctx context.Context) error {
 		return fmt.Errorf("%w: extend to %s: %w", ErrHorizon, target.Format(time.RFC3339Nano), err)
 	}
 	ht := min(g.layout.tickOf(h), g.layout.maxTick)
+	if g.mut.Has(mutate.PastHorizon) {
+		ht++
+	}
 	for {
 		old := g.hz.Load()
 		if ht <= old || g.hz.CompareAndSwap(old, ht) {

@@ -27,6 +27,13 @@ type Backend interface {
 	Release(ctx context.Context) error
 }
 
+// StoreConfirmer is implemented by a Backend whose successful Store also
+// renews the lease, as a request on a ZooKeeper session does: the Lease
+// then counts a Store like a confirmed keepalive sent when the Store was.
+type StoreConfirmer interface {
+	StoreConfirms() bool
+}
+
 // NewLease starts a Lease on worker ID id, fencing generation gen, granted
 // by a coordinator outside this package through b. horizon is the horizon
 // the coordinator had recorded for id (the zero time if none); sent is the
@@ -58,3 +65,7 @@ func (c customBackend) lower(ctx context.Context, last time.Time) (time.Time, er
 	return c.b.Lower(ctx, last)
 }
 func (c customBackend) release(ctx context.Context) error { return c.b.Release(ctx) }
+func (c customBackend) storeConfirms() bool {
+	sc, ok := c.b.(StoreConfirmer)
+	return ok && sc.StoreConfirms()
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/mutate"
 )
 
 // backend is what a coordinator does for a Lease.
@@ -54,6 +55,7 @@ type Lease struct {
 	timeout time.Duration
 	every   time.Duration // keepalive period
 	log     *slog.Logger
+	mut     *mutate.Set
 
 	// valid is the Mono reading (ns) until which the lease is proven. It
 	// is 0 once the lease is lost or closed, and confirm never moves it
@@ -85,7 +87,7 @@ func newLease(s settings, id, gen int64, horizon time.Time, b backend, sent time
 		id: id, gen: gen, holder: s.holder, b: b, clk: s.clock,
 		ttl: s.ttl, margin: s.margin, timeout: min(s.timeout, s.ttl-s.margin),
 		log: s.logger.With("worker_id", id, "generation", gen), done: make(chan struct{}),
-		horizon: horizon, every: s.interval, writing: make(chan struct{}, 1),
+		horizon: horizon, every: s.interval, writing: make(chan struct{}, 1), mut: s.mut,
 	}
 	if l.every <= 0 {
 		l.every = s.ttl / 3
@@ -289,7 +291,7 @@ func (l *Lease) confirm(sent time.Duration) {
 	v := int64(sent + l.ttl - l.margin)
 	for {
 		old := l.valid.Load()
-		if old == 0 || old >= v {
+		if (old == 0 && !l.mut.Has(mutate.LeaseReviveAfterLoss)) || old >= v {
 			return
 		}
 		if l.valid.CompareAndSwap(old, v) {
@@ -313,6 +315,9 @@ func (l *Lease) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
+			if l.mut.Has(mutate.LeaseDeadlineFromReply) {
+				sent = l.clk.Mono()
+			}
 			l.confirm(sent)
 		case errors.Is(err, ErrLeaseLost):
 			l.lose(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/mutate"
 )
 
 // Defaults for the Options.
@@ -30,6 +31,7 @@ type settings struct {
 	timeout time.Duration
 	holder  string
 	logger  *slog.Logger
+	mut     *mutate.Set // mistakes a simulation puts back; nil in production
 
 	interval time.Duration // keepalive period; 0: ttl/3 (set by backends)
 
@@ -105,6 +107,11 @@ func WithHolder(name string) Option { return func(s *settings) { s.holder = name
 // WithLogger sets where keepalive failures and lease loss are logged.
 // Default: discarded.
 func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.logger = l } }
+
+// WithMutations puts known, fixed mistakes back into the lease, for the
+// module's own simulation tests. Its argument's type is internal to the
+// module, so other code can pass only nil (no mistakes).
+func WithMutations(m *mutate.Set) Option { return func(s *settings) { s.mut = m } }
 
 // WithHorizonFile names the file a static, ip or mac assigner records its
 // time horizon in (design.md U3, U6): written and fsync'd before any ID is

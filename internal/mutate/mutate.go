@@ -1,0 +1,40 @@
+// Package mutate names mistakes that were once made in idmint's protocol
+// code and fixed, so that a test can put one back into the real code and
+// show that it would be caught. The simulator (internal/sim) is its user.
+//
+// Production code never sets a mutation: the options that take a *Set are
+// exported by worker and snowflake, but their parameter type lives in this
+// internal package, so code outside the module can pass only nil.
+package mutate
+
+// Flag is one mistake.
+type Flag uint32
+
+const (
+	// LeaseReviveAfterLoss lets a keepalive confirmation that arrives after
+	// the lease was lost (a write answered "lease gone") raise its validity
+	// again, so the holder issues on a lease the coordinator gave away.
+	LeaseReviveAfterLoss Flag = 1 << iota
+	// LeaseDeadlineFromReply takes a keepalive's validity from the time its
+	// reply arrived instead of the time it was sent: a slow reply stretches
+	// the lease past the coordinator's expiry.
+	LeaseDeadlineFromReply
+	// PastHorizon lets a snowflake generator stamp one tick past the
+	// horizon the coordinator recorded.
+	PastHorizon
+)
+
+// Set is the mistakes put back into one component.
+type Set struct{ flags Flag }
+
+// New returns a set of the given mistakes.
+func New(f ...Flag) *Set {
+	s := &Set{}
+	for _, x := range f {
+		s.flags |= x
+	}
+	return s
+}
+
+// Has reports whether f is put back; a nil set has none.
+func (s *Set) Has(f Flag) bool { return s != nil && s.flags&f != 0 }
