@@ -1,0 +1,6 @@
+//go:build race
+
+package sim
+
+// raceEnabled: the race detector slows each run about tenfold.
+const raceEnabled = true
