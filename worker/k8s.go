@@ -64,16 +64,13 @@ func podOrdinal(pod string) (int64, error) {
 	if i := strings.LastIndexByte(pod, '-'); i >= 0 {
 		digits = pod[i+1:]
 	}
-	ok := digits != "" && len(digits) <= 10
+	// Digits only: ParseInt would also take a sign ("idmint-+2").
+	ok := digits != ""
 	for _, r := range digits {
 		ok = ok && r >= '0' && r <= '9'
 	}
-	var n int64
-	if ok {
-		n, _ = strconv.ParseInt(digits, 10, 64)
-		ok = n <= maxOrdinal
-	}
-	if !ok {
+	n, err := strconv.ParseInt(digits, 10, 64) // out of range: err
+	if !ok || err != nil || n > maxOrdinal {
 		return 0, fmt.Errorf("%w: k8s pod name %q does not end in a StatefulSet ordinal (want <set>-<N> such as idmint-2, or a bare N)", ErrBadURL, pod)
 	}
 	return n, nil

@@ -46,6 +46,7 @@ type zkAssigner struct {
 	conn     *zk.Conn
 	root     string
 	endpoint string       // ip:port
+	ip, port string       // endpoint split, for Leaf's report
 	timeout  atomic.Int64 // negotiated session timeout, ms
 
 	mu   sync.Mutex
@@ -110,7 +111,7 @@ func NewZooKeeper(ctx context.Context, servers []string, root, endpoint string, 
 	if err != nil || host == "" || strings.Contains(host+port, "-") {
 		return nil, fmt.Errorf("%w: zookeeper endpoint %q must be ip:port without '-'", ErrBadURL, endpoint)
 	}
-	a := &zkAssigner{s: s, root: root, endpoint: endpoint, held: map[int64]bool{}}
+	a := &zkAssigner{s: s, root: root, endpoint: endpoint, ip: host, port: port, held: map[int64]bool{}}
 	conn, events, err := zk.Connect(servers, s.ttl, zk.WithLogger(zkLogger{a}), zk.WithDialer(cappedDialer(2*s.ttl)))
 	if err != nil {
 		return nil, fmt.Errorf("worker: zookeeper %s: %w", strings.Join(servers, ","), err)
@@ -148,6 +149,16 @@ func parseLeafNode(name string) (endpoint string, seq int64, ok bool) {
 		return "", 0, false
 	}
 	return name[:i], seq, true
+}
+
+// createdSeq is the sequence number in the name of the node ZooKeeper
+// created at p for a FlagSequence create of "<endpoint>-".
+func createdSeq(p string) (int64, error) {
+	_, seq, ok := parseLeafNode(path.Base(p))
+	if !ok {
+		return 0, fmt.Errorf("worker: zookeeper created node %q: its name does not end in -<sequence number>", p)
+	}
+	return seq, nil
 }
 
 func (a *zkAssigner) ensure(p string) error {
@@ -221,13 +232,16 @@ func (a *zkAssigner) acquire(max int64) (*Lease, error) {
 		}
 	}
 	if node == "" {
-		host, port, _ := net.SplitHostPort(a.endpoint)
-		data, _ := json.Marshal(leafEndpoint{IP: host, Port: port, Timestamp: a.s.clock.Now().UnixMilli()})
+		data, _ := json.Marshal(leafEndpoint{IP: a.ip, Port: a.port, Timestamp: a.s.clock.Now().UnixMilli()})
 		created, err := a.conn.Create(a.forever()+"/"+a.endpoint+"-", data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
 		if err != nil {
 			return nil, fmt.Errorf("worker: zookeeper create node for %s: %w", a.endpoint, err)
 		}
-		_, n, _ := parseLeafNode(path.Base(created))
+		n, err := createdSeq(created)
+		if err != nil {
+			_ = a.conn.Delete(created, -1)
+			return nil, err
+		}
 		node, seq = created, n
 		if seq > max {
 			// Leaf never frees a sequence number: the range is used up.
