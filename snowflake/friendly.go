@@ -102,7 +102,10 @@ func ParseFriendly(l Layout, s string) (int64, error) {
 	if err != nil {
 		return 0, friendlyErr("time", ts, "is not a valid date and time: %v", err)
 	}
-	frac, _ := strconv.ParseInt(ts[14:], 10, 64)
+	frac, err := strconv.ParseInt(ts[14:], 10, 64)
+	if err != nil {
+		return 0, friendlyErr("time", ts, "fraction %q is not %d decimal digits: %v", ts[14:], d, err)
+	}
 	for i := d; i < 9; i++ {
 		frac *= 10
 	}
