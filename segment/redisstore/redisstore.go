@@ -216,11 +216,20 @@ func scriptErr(op, key string, err error) error {
 	case strings.HasPrefix(msg, "IDMINT_BADSTEP"):
 		return fmt.Errorf("%w: key %q: step field is %q", segment.ErrBadStep, key, strings.TrimPrefix(msg, "IDMINT_BADSTEP "))
 	case strings.HasPrefix(msg, "IDMINT_OVERFLOW"):
+		// "IDMINT_OVERFLOW <max_id> <step>": HINCRBY refused to add the
+		// step to max_id. It refuses an overflow, and also a field that
+		// is not an integer (a hand edit; tonumber took a step of "1e3").
 		f := strings.Fields(msg)
-		var maxID, step int64
-		if len(f) == 3 {
-			maxID, _ = strconv.ParseInt(f[1], 10, 64)
-			step, _ = strconv.ParseInt(f[2], 10, 64)
+		if len(f) < 3 {
+			return fmt.Errorf("redisstore: %s %q: HINCRBY refused: %s", op, key, msg)
+		}
+		maxID, errMax := strconv.ParseInt(f[1], 10, 64)
+		step, errStep := strconv.ParseInt(f[2], 10, 64)
+		switch {
+		case errStep != nil:
+			return fmt.Errorf("%w: key %q: step field is %q, not an integer", segment.ErrBadStep, key, f[2])
+		case errMax != nil:
+			return fmt.Errorf("redisstore: %s %q: max_id field is %q, not an integer (the key's hash was changed outside idmint)", op, key, f[1])
 		}
 		return segment.OverflowError(key, maxID, step)
 	}
