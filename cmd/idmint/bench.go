@@ -133,6 +133,11 @@ type benchFlags struct {
 	rounds   int
 	metrics  []string // --metrics: the servers' /metrics URLs
 	adminTok string   // $IDMINT_ADMIN_TOKEN, sent to --metrics
+
+	// What validate parsed, for the runs to use as it is.
+	hosts  map[string]string    // HOST:PORT of each target but floor
+	byName map[string]httpRoute // each of routes, without --client
+	layout snowflake.Layout     // --stamp's layout
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -274,6 +279,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 
 func (f *benchFlags) onlyFloor() bool { return len(f.targets) == 1 && f.targets[0] == "floor" }
 
+// validate checks the flags and keeps what it parsed (hosts, byName,
+// layout) for the runs.
 func (f *benchFlags) validate() error {
 	switch {
 	case len(f.targets) == 0:
@@ -298,6 +305,7 @@ func (f *benchFlags) validate() error {
 		return usagef("--rounds: %d must be between 1 and 100", f.rounds)
 	}
 	grpcTargets := 0
+	f.hosts = map[string]string{}
 	for _, t := range f.targets {
 		if t == "floor" {
 			if len(f.targets) > 1 || f.client {
@@ -320,16 +328,19 @@ func (f *benchFlags) validate() error {
 		default:
 			return usagef("--target: %q: scheme %q is not http or grpc", t, u.Scheme)
 		}
+		f.hosts[t] = u.Host
 	}
 	if grpcTargets > 0 && grpcTargets < len(f.targets) && !f.client {
 		return usagef("--target: mixes HTTP and gRPC targets; give one kind (or use --client)")
 	}
 	if !f.client {
+		f.byName = map[string]httpRoute{}
 		for _, r := range f.routes {
 			hr, ok := lookupRoute(r)
 			if !ok {
 				return usagef("--route: %q is not one of %s", r, strings.Join(routeNames(), ", "))
 			}
+			f.byName[r] = hr
 			if grpcTargets > 0 && r != "ids" && r != "range" {
 				return usagef("--route: %q is HTTP-only; gRPC serves ids and range", r)
 			}
@@ -345,9 +356,11 @@ func (f *benchFlags) validate() error {
 		return usagef("--floor: the target is already floor")
 	}
 	if f.stamp != "" {
-		if _, ok := snowflake.Lookup(f.stamp); !ok {
+		l, ok := snowflake.Lookup(f.stamp)
+		if !ok {
 			return usagef("--stamp: no layout called %q (see `idmint layouts`)", f.stamp)
 		}
+		f.layout = l
 	}
 	return nil
 }
@@ -388,7 +401,7 @@ func (f *benchFlags) runOne(ctx context.Context, e *env, targets []string, route
 	spec := loadSpec{workers: f.workers, rate: f.rate, duration: f.duration, requests: f.requests, count: count, check: f.check}
 	spec.order = f.check && (!f.client || len(targets) == 1)
 	if f.stamp != "" {
-		l, _ := snowflake.Lookup(f.stamp)
+		l := f.layout
 		spec.stamp = func(id int64) (int64, bool) {
 			p, err := snowflake.Decode(l, id)
 			if err != nil {
@@ -502,11 +515,18 @@ func (f *benchFlags) ops(ctx context.Context, targets []string, route string) ([
 			}
 		}, nil, nil
 	}
-	hr, _ := lookupRoute(route)
+	hr, ok := f.byName[route]
+	if !ok {
+		return nil, "", nil, nil, fmt.Errorf("--route: %q is not among the routes validated", route)
+	}
+	for _, t := range targets {
+		if _, ok := f.hosts[t]; !ok {
+			return nil, "", nil, nil, fmt.Errorf("--target: %q is not among the targets validated", t)
+		}
+	}
 	conns := make([]*httpConn, f.workers)
 	for i := range ops {
-		u, _ := url.Parse(targets[i%len(targets)])
-		conns[i] = newHTTPConn(u.Host, hr.path(url.PathEscape(f.key), f.count), f.token)
+		conns[i] = newHTTPConn(f.hosts[targets[i%len(targets)]], hr.path(url.PathEscape(f.key), f.count), f.token)
 		ops[i] = httpOp(conns[i], hr, f.count)
 	}
 	return ops, label, func() {
