@@ -184,7 +184,10 @@ func (a *etcdAssigner) List(ctx context.Context) ([]Holder, error) {
 	for _, kv := range claims.Kvs {
 		if h := get(string(kv.Key), "claim/"); h != nil {
 			var c etcdClaim
-			_ = json.Unmarshal(kv.Value, &c)
+			if err := json.Unmarshal(kv.Value, &c); err != nil {
+				// Still live: the claim key exists. Say what is wrong with it.
+				c.Holder = fmt.Sprintf("(claim unreadable: %v)", err)
+			}
 			h.Holder, h.Since, h.Live, h.Generation = c.Holder, c.Since, true, kv.CreateRevision
 		}
 	}

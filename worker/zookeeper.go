@@ -388,7 +388,10 @@ func (a *zkAssigner) List(ctx context.Context) ([]Holder, error) {
 			}
 			if data, st, err := a.conn.Get(a.lockPath(seq)); err == nil {
 				var lk zkLock
-				_ = json.Unmarshal(data, &lk)
+				if err := json.Unmarshal(data, &lk); err != nil {
+					// Still live: the lock node exists. Say what is wrong with it.
+					lk.Holder = fmt.Sprintf("(lock unreadable: %v)", err)
+				}
 				h.Live, h.Generation, h.Since = true, st.Czxid, lk.Since
 				h.Holder = ep + " " + lk.Holder
 			}
