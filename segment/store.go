@@ -224,3 +224,54 @@ func OverflowError(key string, maxID, step int64) error {
 type BatchCreator interface {
 	CreateMissing(ctx context.Context, keys []KeyInfo) error
 }
+
+// AllocateRequest is one key's part of a batch: Store.Allocate's
+// arguments.
+type AllocateRequest struct {
+	Key string
+	// Step as in Store.Allocate: 0 is the row's own step.
+	Step int64
+}
+
+// Allocation answers one AllocateRequest: the segment, or the error of
+// that key alone (ErrUnknownKey, ErrOverflow, ErrBadKey, ErrBadStep, or
+// the store's error for it), in which case its max_id did not move.
+type Allocation struct {
+	Segment
+	Err error
+}
+
+// BatchAllocator is a Store that leases segments of many keys in one
+// round trip (one statement, one transaction or one pipeline). The
+// Allocator gathers the loads that wait at the same time (the first
+// requests of thousands of keys after a start, and their later
+// preloads) into one AllocateMany, so a store with a commit per call
+// costs one commit for all of them.
+//
+// AllocateMany returns one Allocation per request, in order. Each
+// allocation is atomic on its own, exactly as Store.Allocate, and the
+// segments are disjoint from every segment any other call returns. A
+// key may appear once per call; a second time fails the whole call
+// (ErrBadKey) before anything changes. An error (the store failing, ctx
+// ending) means the outcome is unknown: any of the keys may have moved
+// (gaps, never repeats).
+type BatchAllocator interface {
+	AllocateMany(ctx context.Context, reqs []AllocateRequest) ([]Allocation, error)
+}
+
+// CheckBatch validates the requests of an AllocateMany: it returns one
+// Allocation per request with Err set for those whose key or step is bad
+// (the store skips them), and an error wrapping ErrBadKey when a key
+// appears twice.
+func CheckBatch(reqs []AllocateRequest) ([]Allocation, error) {
+	out := make([]Allocation, len(reqs))
+	at := make(map[string]int, len(reqs))
+	for i, r := range reqs {
+		if j, ok := at[r.Key]; ok {
+			return nil, fmt.Errorf("%w: key %q is asked for twice in one batch (requests %d and %d)", ErrBadKey, r.Key, j, i)
+		}
+		at[r.Key] = i
+		out[i].Err = ValidateAllocate(r.Key, r.Step)
+	}
+	return out, nil
+}

@@ -41,6 +41,9 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 		{"Remainder", testRemainder},
 		{"Raise", testRaise},
 		{"EnsureKeys", testEnsureKeys},
+		{"BatchAllocate", testBatchAllocate},
+		{"BatchConcurrent", testBatchConcurrent},
+		{"ManyKeysAllocators", testManyKeysAllocators},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
