@@ -30,19 +30,24 @@ type Allocator struct {
 	knownMu sync.Mutex
 	known   map[string]KeyInfo // rows EnsureKeys saw, until Known reads them
 
-	readyMu   sync.Mutex // guards the listing RowReady shares
-	readyRows map[string]KeyInfo
+	readyMu   sync.Mutex          // guards the listing RowReady shares
+	readyRows map[string]struct{} // names only: 10,000 rows kept whole cost 1 MiB
 	readyErr  error
 	readyAt   time.Duration
 
-	idMu     sync.Mutex // guards identity; held over the store's Identity call
-	identity string     // the store's server as last seen ("" before the first)
+	batch *batcher // group commit, when the store is a BatchAllocator
+
+	idMu     sync.Mutex    // guards the fields below; never held over I/O
+	idCall   chan struct{} // closed when the Identity call in flight ends; nil if none
+	identity string        // the store's server as last seen ("" before the first)
 	idChecks uint64
 	idSwaps  uint64 // changes of identity seen
 }
 
 // New returns an Allocator over store. It does no I/O: each key's first
-// segment is loaded by its first call.
+// segment is loaded by its first call. When store is a BatchAllocator, the
+// loads of different keys that wait at the same time share one
+// AllocateMany (group commit).
 func New(store Store, opts Options) (*Allocator, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: store is nil", ErrBadOptions)
@@ -53,6 +58,9 @@ func New(store Store, opts Options) (*Allocator, error) {
 	}
 	a := &Allocator{store: store, opts: o}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	if b, ok := store.(BatchAllocator); ok {
+		a.batch = &batcher{a: a, store: b}
+	}
 	return a, nil
 }
 
@@ -102,7 +110,7 @@ func (a *Allocator) Key(key string) (*Key, error) {
 	if k, ok := a.keys.Load(key); ok {
 		return k.(*Key), nil
 	}
-	k := &Key{a: a, name: key, changed: make(chan struct{}), space: WitnessSpace(key, a.opts.Delta, a.opts.Remainder)}
+	k := &Key{a: a, name: key}
 	k.cur.Store(exhausted)
 	a.keys.Store(key, k)
 	return k, nil
@@ -172,7 +180,7 @@ type Key struct {
 	loading    bool          // a loader goroutine runs
 	lastErr    error         // last load's error; nil after a success
 	attempts   uint64        // finished load attempts
-	changed    chan struct{} // closed and replaced when next/lastErr change
+	changed    chan struct{} // closed when next/lastErr change; made by the first waiter (nil until then)
 	loaded     bool          // a load has succeeded
 	step       int64         // length of the last segment leased
 	minStep    int64         // the key's configured step, per the store
@@ -190,7 +198,6 @@ type Key struct {
 	totalLat   time.Duration
 	wentBack   uint64 // times the store answered below the mark and was raised
 	lastBack   [2]int64
-	space      string // name in the witness
 }
 
 // buffer is one segment being served. pos is the next ID to hand out;
@@ -372,6 +379,9 @@ func (k *Key) refill(ctx context.Context) error {
 			waiting, waitFrom = true, k.attempts
 			k.waits++
 		}
+		if k.changed == nil {
+			k.changed = make(chan struct{})
+		}
 		ch := k.changed
 		k.mu.Unlock()
 		select {
@@ -409,8 +419,10 @@ func permanent(err error) bool {
 }
 
 func (k *Key) broadcastLocked() {
-	close(k.changed)
-	k.changed = make(chan struct{})
+	if k.changed != nil {
+		close(k.changed)
+		k.changed = nil
+	}
 }
 
 func (k *Key) startLoadLocked() {
@@ -505,7 +517,9 @@ func (k *Key) loadOnce() (*buffer, error) {
 	k.mu.Unlock()
 
 	t0 := clk.Mono()
-	a.checkIdentity()
+	if a.batch == nil {
+		a.checkIdentity() // a batch checks once for all its keys
+	}
 	seg, err := k.allocate(step)
 	if err == nil {
 		seg, err = k.witnessed(seg, step)
@@ -560,13 +574,13 @@ func (k *Key) allocate(step int64) (Segment, error) {
 	a := k.a
 	ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
 	defer cancel()
-	seg, err := a.store.Allocate(ctx, k.name, step)
+	seg, err := a.lease(ctx, k.name, step)
 	if errors.Is(err, ErrUnknownKey) && a.opts.AutoCreate {
 		cerr := a.store.Create(ctx, KeyInfo{Key: k.name, Step: a.opts.AutoCreateStep, Description: "auto-created by idmint"})
 		if cerr != nil && !errors.Is(cerr, ErrKeyExists) {
 			return Segment{}, cerr
 		}
-		seg, err = a.store.Allocate(ctx, k.name, step)
+		seg, err = a.lease(ctx, k.name, step)
 	}
 	if err == nil && (seg.End <= seg.Start || seg.Step < 1) {
 		err = fmt.Errorf("segment: key %q: store returned an empty segment [%d, %d) step %d", k.name, seg.Start, seg.End, seg.Step)
@@ -575,6 +589,15 @@ func (k *Key) allocate(step int64) (Segment, error) {
 		err = fmt.Errorf("key %q: %w", k.name, ErrClosed)
 	}
 	return seg, err
+}
+
+// lease asks the store for one segment: in the next batch when the store
+// takes batches, else on its own.
+func (a *Allocator) lease(ctx context.Context, key string, step int64) (Segment, error) {
+	if a.batch != nil {
+		return a.batch.allocate(ctx, key, step)
+	}
+	return a.store.Allocate(ctx, key, step)
 }
 
 // maxRepairs bounds how often one load raises a store that keeps
@@ -601,7 +624,7 @@ func (k *Key) witnessed(seg Segment, step int64) (Segment, error) {
 			mark = high
 		case a.opts.Witness != nil:
 			ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
-			m, ok, err := a.opts.Witness.Claim(ctx, k.space, seg.Start, seg.End)
+			m, ok, err := a.opts.Witness.Claim(ctx, WitnessSpace(k.name, a.opts.Delta, a.opts.Remainder), seg.Start, seg.End)
 			cancel()
 			if err != nil {
 				if a.ctx.Err() != nil {
@@ -642,17 +665,33 @@ func (k *Key) witnessed(seg Segment, step int64) (Segment, error) {
 // checkIdentity asks the store which server answers (when it can say) and
 // logs a change: a failover or a restore happened behind the store's URL.
 // The witness check of every allocation is what keeps IDs unique; this
-// makes the event visible before any number goes back.
+// makes the event visible before any number goes back. Loads that check
+// while a check is in flight share its answer (one query, not one per
+// load under a lock); a batch checks once for all its keys.
 func (a *Allocator) checkIdentity() {
 	id, ok := a.store.(Identifier)
 	if !ok {
 		return
 	}
 	a.idMu.Lock()
-	defer a.idMu.Unlock()
+	if ch := a.idCall; ch != nil {
+		a.idMu.Unlock()
+		select { // bounded by the call's LoadTimeout
+		case <-ch:
+		case <-a.ctx.Done():
+		}
+		return
+	}
+	ch := make(chan struct{})
+	a.idCall = ch
+	a.idMu.Unlock()
 	ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
-	defer cancel()
 	now, err := id.Identity(ctx)
+	cancel()
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	a.idCall = nil
+	close(ch)
 	if err != nil || now == "" {
 		return // the allocation that follows reports a store that does not answer
 	}
@@ -774,7 +813,16 @@ func (a *Allocator) RowReady(ctx context.Context, key string) error {
 	defer a.readyMu.Unlock()
 	now := a.opts.Clock.Mono()
 	if a.readyRows == nil || now-a.readyAt >= rowsFresh {
-		a.readyRows, a.readyErr = a.rows(ctx)
+		a.readyRows, a.readyErr = nil, nil
+		list, err := a.store.List(ctx)
+		if err != nil {
+			a.readyErr = err
+		} else {
+			a.readyRows = make(map[string]struct{}, len(list))
+			for _, k := range list {
+				a.readyRows[k.Key] = struct{}{}
+			}
+		}
 		a.readyAt = now
 	}
 	if a.readyErr != nil {
