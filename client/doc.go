@@ -29,7 +29,7 @@
 // server for them again, so they are never reissued.
 //
 // Monotonic keys are never prefetched, so real-time order across the
-// cluster holds (design.md U8): every call gets IDs from a request sent
+// cluster holds (a value issued after another was answered is greater): every call gets IDs from a request sent
 // after it began. Concurrent calls share requests: a call joins the batch
 // that is gathering, which is sent when one of Options.MaxInFlight slots
 // is free (a call that arrives while they are busy waits for the next

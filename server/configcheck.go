@@ -79,9 +79,12 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 func syntaxProblem(err error) Problem {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		n, _ := strconv.Atoi(m[1]) // the pattern matched digits only
-		return Problem{Line: n, Message: "not valid YAML: " + m[2] +
+		p := Problem{Message: "not valid YAML: " + m[2] +
 			" (check the indentation and the quoting on this line and the one before)"}
+		if n, err := strconv.Atoi(m[1]); err == nil { // digits only, but they could overflow
+			p.Line = n
+		}
+		return p
 	}
 	return Problem{Message: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }

@@ -28,7 +28,7 @@ import (
 // real-time order (U8): package monotonic's Etcd source when the node has
 // an etcd (the coordinator or options.etcd), its File source otherwise.
 func monotonicStrategy() server.Strategy {
-	return server.Strategy{
+	return typed(server.Strategy{
 		Name: "monotonic",
 		Summary: "strictly increasing across every node in real-time order: an etcd-elected leader issues from memory under a " +
 			"persisted, fenced bound; followers forward (options: form: counter (default) or timestamp (Unix ms<<18 | logical); " +
@@ -36,28 +36,46 @@ func monotonicStrategy() server.Strategy {
 			"ttl: leadership lease in whole seconds, default 5; window: counter headroom, default 100000; time_window: timestamp headroom, default 3s; " +
 			"peer_listen: the internal forwarding listener, default 127.0.0.1:0, non-loopback only with admin_token, which authenticates forwarded requests; " +
 			"advertise: the address peers reach it at, default its own)",
-		Check: checkMonotonic,
-		New:   newMonotonic,
-	}
+	}, parseMonotonic, buildMonotonic)
 }
 
 var monotonicOptions = []string{"form", "etcd", "ttl", "window", "time_window", "peer_listen", "advertise"}
 
+// monotonicOpts is a monotonic key's options, parsed once by
+// parseMonotonic for both the check and the build.
+type monotonicOpts struct {
+	form       monotonic.Form
+	ttl        int64
+	window     int64
+	timeWindow time.Duration
+}
+
+// checkMonotonic reports the problems of a monotonic key's options.
 func checkMonotonic(k server.KeyConfig, cfg *server.Config) []server.Problem {
+	_, ps := parseMonotonic(k, cfg)
+	return ps
+}
+
+func parseMonotonic(k server.KeyConfig, cfg *server.Config) (monotonicOpts, []server.Problem) {
 	ps := unknownOptions(k, monotonicOptions...)
-	if _, err := monotonic.ParseForm(k.Options["form"]); err != nil {
+	o := monotonicOpts{timeWindow: monotonic.DefaultTimeWindow}
+	var err error
+	if o.form, err = monotonic.ParseForm(k.Options["form"]); err != nil {
 		ps = append(ps, server.Problem{Field: "options.form", Value: k.Options["form"], Message: "must be counter or timestamp"})
 	}
-	if _, p := intOption(k, "ttl", 5, 2, 3600); p != nil {
+	var p *server.Problem
+	if o.ttl, p = intOption(k, "ttl", 5, 2, 3600); p != nil {
 		ps = append(ps, *p)
 	}
-	if _, p := intOption(k, "window", monotonic.DefaultWindow, 1, 1<<40); p != nil {
+	if o.window, p = intOption(k, "window", monotonic.DefaultWindow, 1, 1<<40); p != nil {
 		ps = append(ps, *p)
 	}
 	if v, ok := k.Options["time_window"]; ok {
-		if d, err := time.ParseDuration(v); err != nil || d < time.Millisecond || d > time.Hour {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d > time.Hour {
 			ps = append(ps, server.Problem{Field: "options.time_window", Value: v, Message: "must be a duration between 1ms and 1h"})
 		}
+		o.timeWindow = d
 	}
 	if v, ok := k.Options["etcd"]; ok && v != monotonicNoEtcd {
 		if _, err := etcdHosts(v); err != nil {
@@ -93,7 +111,7 @@ func checkMonotonic(k server.KeyConfig, cfg *server.Config) []server.Problem {
 			ps = append(ps, p)
 		}
 	}
-	return ps
+	return o, ps
 }
 
 func etcdHosts(v string) ([]string, error) {
@@ -168,13 +186,8 @@ func (c *monotonicCluster) Close(ctx context.Context) error {
 	return err
 }
 
-func newMonotonic(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
-	form, _ := monotonic.ParseForm(k.Options["form"])
-	window, _ := intOption(k, "window", monotonic.DefaultWindow, 1, 1<<40)
-	twindow := monotonic.DefaultTimeWindow
-	if v, ok := k.Options["time_window"]; ok {
-		twindow, _ = time.ParseDuration(v)
-	}
+func buildMonotonic(ctx context.Context, env *server.Env, name string, k server.KeyConfig, o monotonicOpts) (server.Issuer, error) {
+	form, window, twindow := o.form, o.window, o.timeWindow
 	hosts, prefix, err := monotonicEtcd(env.Config, k)
 	if err != nil {
 		return nil, err
@@ -211,7 +224,7 @@ func newMonotonic(ctx context.Context, env *server.Env, name string, k server.Ke
 	if err != nil {
 		return nil, err
 	}
-	ttl, _ := intOption(k, "ttl", 5, 2, 3600)
+	ttl := o.ttl
 	peerListen := k.Options["peer_listen"]
 	if peerListen == "" {
 		peerListen = "127.0.0.1:0"

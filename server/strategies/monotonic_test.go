@@ -240,13 +240,13 @@ func TestMonotonicLeaderNode(t *testing.T) {
 		t.Helper()
 		env := &server.Env{Clock: clock.NewReal(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Config: &server.Config{DataDir: t.TempDir(), Coordinator: "static://7"}}
-		is, err := newMonotonic(ctx, env, key, server.KeyConfig{Strategy: "monotonic", Options: opts})
+		is, err := monotonicStrategy().New(ctx, env, key, server.KeyConfig{Strategy: "monotonic", Options: opts})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
 			is.Close(context.Background())
-			// The shared resources newMonotonic opened: asked for again by
+			// The shared resources the key opened: asked for again by
 			// name, they are the ones it holds.
 			for _, name := range []string{"monotonic cluster " + addr + " 127.0.0.1:0", "witness"} {
 				if r, err := env.Shared(context.Background(), name, func(context.Context) (server.Resource, error) {
