@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idmint/idmint/idparts"
 )
 
 func (s *Server) routes(mux *http.ServeMux) {
@@ -391,16 +393,9 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string)
 	return http.StatusOK, k
 }
 
-// decodedJSON is the /v1/decode answer.
-type decodedJSON struct {
-	ID       string            `json:"id"`
-	Layout   string            `json:"layout"`
-	Time     string            `json:"time,omitempty"`
-	UnixMs   string            `json:"unix_ms,omitempty"`
-	Node     int64             `json:"node"`
-	Sequence int64             `json:"sequence"`
-	Extra    map[string]string `json:"extra,omitempty"`
-}
+// decodedJSON is the /v1/decode answer, the object `idmint decode --json`
+// prints too.
+type decodedJSON = idparts.Answer
 
 // decode serves GET /v1/decode/{id}?layout=NAME or ?key=KEY.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request) {
@@ -460,12 +455,8 @@ func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadID, field: "id", msg: err.Error()})
 		return http.StatusBadRequest
 	}
-	out := decodedJSON{ID: id, Layout: p.Layout, Node: p.Node, Sequence: p.Sequence, Extra: p.Extra}
-	if !p.Time.IsZero() {
-		out.Time = p.Time.UTC().Format(time.RFC3339Nano)
-		out.UnixMs = strconv.FormatInt(p.Time.UnixMilli(), 10)
-	}
-	s.writeJSON(w, http.StatusOK, out)
+	// The answer is built by idparts, as `idmint decode --json` builds it.
+	s.writeJSON(w, http.StatusOK, idparts.Parts(p).Answer(id))
 	return http.StatusOK
 }
 

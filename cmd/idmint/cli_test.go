@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idmint/idmint/idparts"
 )
 
 // runCLI runs idmint with args and returns its exit status and output.
@@ -34,11 +37,11 @@ func TestDecodeRealIDs(t *testing.T) {
 		// Twitter API docs' example Tweet object: id 1050118621198921728,
 		// created_at "Wed Oct 10 20:19:24 +0000 2018".
 		{[]string{"decode", "1050118621198921728", "--layout", "twitter"},
-			[]string{"time       2018-10-10T20:19:24.211Z", "datacenter 10", "worker     27", "sequence   0"}},
+			[]string{"time       2018-10-10T20:19:24.211Z", "datacenter 10", "node       27 (worker)", "sequence   0"}},
 		// Discord's developer docs (Reference, Snowflakes): 175928847299117063
 		// is 2016-04-30 11:18:25.796 UTC, worker 1, process 0, increment 7.
 		{[]string{"decode", "--layout", "discord", "175928847299117063"},
-			[]string{"time       2016-04-30T11:18:25.796Z", "worker     1", "process    0", "sequence   7"}},
+			[]string{"time       2016-04-30T11:18:25.796Z", "node       1 (worker)", "process    0", "sequence   7"}},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(t, c.args...)
@@ -59,12 +62,14 @@ func TestDecodeJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var m map[string]string
-	if err := json.Unmarshal([]byte(out), &m); err != nil {
+	var a idparts.Answer
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		t.Fatalf("not JSON: %v: %s", err, out)
 	}
-	if m["time"] != "2016-04-30T11:18:25.796Z" || m["sequence"] != "7" || m["id"] != "175928847299117063" {
-		t.Fatalf("decoded %v", m)
+	want := idparts.Answer{ID: "175928847299117063", Layout: "discord", Time: "2016-04-30T11:18:25.796Z", UnixMs: "1462015105796",
+		Node: 1, Sequence: 7, Extra: map[string]string{"process": "0"}}
+	if !reflect.DeepEqual(a, want) {
+		t.Fatalf("decoded %+v, want %+v", a, want)
 	}
 }
 
@@ -87,7 +92,7 @@ func TestGenSnowflakeRoundTrip(t *testing.T) {
 		prev = id
 	}
 	code, out, _ = runCLI(t, "decode", lines[0], "--layout", "twitter")
-	if code != 0 || !strings.Contains(out, "datacenter 1") || !strings.Contains(out, "worker     3") {
+	if code != 0 || !strings.Contains(out, "datacenter 1\n") || !strings.Contains(out, "node       3 (worker)\n") {
 		t.Fatalf("decode of a generated ID: exit %d\n%s", code, out)
 	}
 }

@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idmint/idmint/idformat"
-	"github.com/idmint/idmint/monotonic"
+	"github.com/idmint/idmint/idparts"
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -17,21 +22,84 @@ func init() {
 	register(command{name: "decode", summary: "show the parts of an ID (decimal, friendly TIME-NODE-SEQ or text): idmint decode <id> [--layout NAME|SPEC] [--json]", run: runDecode})
 }
 
-// decoded is what decode prints: the format and its named parts, in order.
+// decoded is one ID taken apart: the object /v1/decode answers (what
+// --json prints), and what the text output adds to it.
 type decoded struct {
-	Format string   `json:"format"`
-	ID     string   `json:"id"`
-	Parts  []kvPart `json:"-"`
+	answer idparts.Answer
+	// at is the ID's time (answer.Time as a time).
+	at time.Time
+	// kind says what the layout is ("snowflake", "timestamp form") in the
+	// text output; "" for a text format, whose name says it.
+	kind string
+	// nodeField names the layout field answer.Node holds ("worker"); ""
+	// when the format has no node number.
+	nodeField string
+	// hasSeq says whether the format has a sequence.
+	hasSeq bool
+	// extras lists answer.Extra's keys in the order to print them.
+	extras []string
+	// more are text-only lines after the answer's fields (friendly,
+	// js_safe, every note of a text format); replaced lists the Extra keys
+	// they stand for (a text format's last note), not printed again.
+	more     []kvPart
+	replaced []string
 }
 
 type kvPart struct{ Key, Value string }
 
-func (d decoded) MarshalJSON() ([]byte, error) {
-	m := map[string]string{"format": d.Format, "id": d.ID}
-	for _, p := range d.Parts {
-		m[p.Key] = p.Value
+// newDecoded builds the answer for the ID text id from what a /v1/decode
+// layout decoder returned.
+func newDecoded(id string, p server.Decoded, err error) (decoded, error) {
+	if err != nil {
+		return decoded{}, usagef("argument id: %v", err)
 	}
-	return json.Marshal(m)
+	return decoded{answer: idparts.Parts(p).Answer(id), at: p.Time}, nil
+}
+
+// text writes d for a reader: one line per field of the JSON answer,
+// named as there (an extra field by its own name), then the text-only lines.
+func (d decoded) text(w io.Writer) {
+	a := d.answer
+	fmt.Fprintf(w, "%s\n", a.ID)
+	line := func(k, v string) { fmt.Fprintf(w, "  %-10s %s\n", k, v) }
+	layout := a.Layout
+	if d.kind != "" {
+		layout += " (" + d.kind + ")"
+	}
+	line("layout", layout)
+	if a.Time != "" {
+		t := a.Time
+		if d.at.Nanosecond()%int(time.Millisecond) == 0 {
+			// Whole milliseconds read better with all three digits
+			// (.850Z, .000Z); finer times keep every digit they need.
+			t = d.at.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		line("time", t)
+		line("unix_ms", a.UnixMs)
+	}
+	if d.nodeField != "" {
+		line("node", fmt.Sprintf("%d (%s)", a.Node, d.nodeField))
+	}
+	if d.hasSeq {
+		seq := strconv.FormatInt(a.Sequence, 10)
+		if a.Layout == "monotonic" {
+			seq += " (the logical counter)"
+		}
+		line("sequence", seq)
+	}
+	printed := map[string]bool{}
+	for _, k := range d.replaced {
+		printed[k] = true
+	}
+	for _, k := range append(d.extras, slices.Sorted(maps.Keys(a.Extra))...) {
+		if v, ok := a.Extra[k]; ok && !printed[k] {
+			line(k, v)
+			printed[k] = true
+		}
+	}
+	for _, p := range d.more {
+		line(p.Key, p.Value)
+	}
 }
 
 func runDecode(ctx context.Context, e *env, args []string) error {
@@ -68,33 +136,34 @@ func runDecode(ctx context.Context, e *env, args []string) error {
 	}
 	for _, text := range ids {
 		var d decoded
+		text = strings.TrimSpace(text)
 		switch {
 		case *format == "monotonic":
 			d, err = decodeMonotonic(text)
-		case (*format == "" || *format == "snowflake") && snowflake.IsFriendly(strings.TrimSpace(text)):
+		case (*format == "" || *format == "snowflake") && snowflake.IsFriendly(text):
 			d, err = decodeFriendly(layout, text)
 		case *format == "snowflake" || *layoutText != "" || (*format == "" && isDecimal(text)):
 			d, err = decodeSnowflake(layout, text)
 		case *format != "":
-			d, err = decodeFamily(idformat.ParseAs(*format, text))
+			d, err = decodeFamily(text, *format)
 		default:
-			d, err = decodeFamily(idformat.Parse(text))
+			d, err = decodeFamily(text, "")
 		}
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			b, _ := json.Marshal(d)
+			b, err := json.Marshal(d.answer)
+			if err != nil {
+				return fmt.Errorf("decode %s: %w", text, err)
+			}
 			fmt.Fprintf(e.stdout, "%s\n", b)
 			continue
 		}
-		fmt.Fprintf(e.stdout, "%s (%s)\n", d.ID, d.Format)
-		for _, p := range d.Parts {
-			fmt.Fprintf(e.stdout, "  %-10s %s\n", p.Key, p.Value)
+		if *layoutText == "" && d.kind == "snowflake" {
+			d.more = append(d.more, kvPart{"note", "layout " + defaultLayout + " assumed (what idmint issues); for an ID from elsewhere give --layout (twitter, discord...: `idmint layouts`)"})
 		}
-		if *layoutText == "" && strings.HasPrefix(d.Format, "snowflake/") {
-			fmt.Fprintf(e.stdout, "  %-10s layout %s assumed (what idmint issues); for an ID from elsewhere give --layout (twitter, discord...: `idmint layouts`)\n", "note", defaultLayout)
-		}
+		d.text(e.stdout)
 	}
 	return nil
 }
@@ -112,48 +181,65 @@ func isDecimal(s string) bool {
 	return true
 }
 
-func decodeFamily(p idformat.Parts, err error) (decoded, error) {
+// decodeFamily decodes a text-format ID (UUID, ULID...) as format, or as
+// the format idformat recognises by its shape when format is "", through
+// the server's decoder for that format.
+func decodeFamily(text, format string) (decoded, error) {
+	var p idformat.Parts
+	var err error
+	if format == "" {
+		p, err = idformat.Parse(text)
+	} else {
+		p, err = idformat.ParseAs(format, text)
+	}
 	if err != nil {
 		return decoded{}, usagef("argument id: %v", err)
 	}
-	d := decoded{Format: p.Format, ID: p.Canonical}
+	dp, err := strategies.DecodeText(p.Format, text)
+	d, err := newDecoded(text, dp, err)
+	if err != nil {
+		return d, err
+	}
+	d.hasSeq = p.HasSeq
 	for _, f := range p.Fields() {
-		d.Parts = append(d.Parts, kvPart{f.Name, f.Value})
+		d.extras = append(d.extras, f.Name)
+	}
+	d.replaced = []string{"note"}
+	for _, n := range p.Notes {
+		d.more = append(d.more, kvPart{"note", n})
 	}
 	return d, nil
 }
 
 func decodeSnowflake(l snowflake.Layout, text string) (decoded, error) {
-	id, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
-	if err != nil {
+	if _, err := strconv.ParseInt(text, 10, 64); err != nil {
 		return decoded{}, usagef("argument id: %q is not a 64-bit decimal integer", text)
 	}
-	p, err := snowflake.Decode(l, id)
+	p, err := strategies.DecodeSnowflake(l, l.Name(), text)
+	d, err := newDecoded(text, p, err)
 	if err != nil {
-		return decoded{}, usagef("argument id: %v", err)
+		return d, err
 	}
-	d := decoded{Format: "snowflake/" + l.Name(), ID: strconv.FormatInt(id, 10)}
-	d.Parts = append(d.Parts, kvPart{"time", p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00")})
-	d.Parts = append(d.Parts, kvPart{"unix_ms", strconv.FormatInt(p.Time.UnixMilli(), 10)})
+	id, _ := strconv.ParseInt(text, 10, 64) // checked above
+	d.kind, d.hasSeq, d.nodeField = "snowflake", true, strategies.NodeField(l)
 	for _, f := range l.NodeFields() {
-		d.Parts = append(d.Parts, kvPart{f.Name, strconv.FormatInt(p.Node[f.Name], 10)})
+		d.extras = append(d.extras, f.Name)
 	}
-	d.Parts = append(d.Parts, kvPart{"sequence", strconv.FormatInt(p.Sequence, 10)})
 	if f, err := snowflake.FormatFriendly(l, id); err == nil {
-		d.Parts = append(d.Parts, kvPart{"friendly", f})
+		d.more = append(d.more, kvPart{"friendly", f})
 	}
 	js := "yes"
 	if id > snowflake.MaxSafeInteger {
 		js = "no (above 2^53-1: send it to JavaScript as a string)"
 	}
-	d.Parts = append(d.Parts, kvPart{"js_safe", js})
+	d.more = append(d.more, kvPart{"js_safe", js})
 	return d, nil
 }
 
 // decodeFriendly reads the friendly form (snowflake.FormatFriendly) back
 // into its ID and decodes that.
 func decodeFriendly(l snowflake.Layout, text string) (decoded, error) {
-	id, err := snowflake.ParseFriendly(l, strings.TrimSpace(text))
+	id, err := snowflake.ParseFriendly(l, text)
 	if err != nil {
 		return decoded{}, usagef("argument id: %v", err)
 	}
@@ -163,18 +249,8 @@ func decodeFriendly(l snowflake.Layout, text string) (decoded, error) {
 // decodeMonotonic takes a timestamp-form monotonic ID apart: Unix
 // milliseconds above monotonic.LogicalBits logical bits.
 func decodeMonotonic(text string) (decoded, error) {
-	t := strings.TrimSpace(text)
-	id, err := strconv.ParseInt(t, 10, 64)
-	if err != nil {
-		return decoded{}, usagef("argument %q: a monotonic ID is a decimal int64", t)
-	}
-	p, err := monotonic.Decode(id)
-	if err != nil {
-		return decoded{}, usagef("argument %q: %v", t, err)
-	}
-	return decoded{Format: "monotonic/timestamp", ID: t, Parts: []kvPart{
-		{"time", p.Time.Format("2006-01-02T15:04:05.000Z07:00")},
-		{"unix_ms", strconv.FormatInt(p.Time.UnixMilli(), 10)},
-		{"logical", strconv.FormatInt(p.Logical, 10)},
-	}}, nil
+	p, err := strategies.DecodeMonotonic(text)
+	d, err := newDecoded(text, p, err)
+	d.kind, d.hasSeq = "timestamp form", true
+	return d, err
 }

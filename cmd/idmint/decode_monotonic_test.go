@@ -18,7 +18,7 @@ func TestDecodeMonotonic(t *testing.T) {
 	id := strconv.FormatInt(monotonic.Stamp(at)|5, 10)
 	for _, flag := range []string{"--format", "--layout"} {
 		code, out, errOut := runCLI(t, "decode", flag, "monotonic", id)
-		if code != 0 || !strings.Contains(out, "2026-12-01T04:03:08.969Z") || !strings.Contains(out, "logical    5") {
+		if code != 0 || !strings.Contains(out, "2026-12-01T04:03:08.969Z") || !strings.Contains(out, "sequence   5 (the logical counter)") {
 			t.Fatalf("decode %s monotonic %s: exit %d\n%s%s", flag, id, code, out, errOut)
 		}
 	}

@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idmint/idmint/idparts"
 )
 
 // Every text kind of `idmint gen` issues distinct IDs that `idmint decode`
@@ -33,7 +36,7 @@ func TestGenDecodeFamily(t *testing.T) {
 			t.Fatalf("gen %s: %d IDs, want 500", kind, len(seen))
 		}
 		code, out, errOut = runCLI(t, "decode", ids[0])
-		if code != 0 || !strings.Contains(out, "("+format+")") {
+		if code != 0 || !strings.Contains(out, "\n  layout     "+format+"\n") {
 			t.Errorf("decode of %s %s: exit %d, %q %s", kind, ids[0], code, out, errOut)
 		}
 	}
@@ -89,11 +92,11 @@ func TestGenInstagramShardKey(t *testing.T) {
 		shards := map[string]bool{}
 		for _, id := range strings.Fields(out) {
 			_, dec, _ := runCLI(t, "decode", id, "--layout", "instagram", "--json")
-			var m map[string]string
-			if err := json.Unmarshal([]byte(dec), &m); err != nil {
+			var a idparts.Answer // instagram's one node field, shard, is the node
+			if err := json.Unmarshal([]byte(dec), &a); err != nil || a.Layout != "instagram" {
 				t.Fatalf("decode %s: %v %q", id, err, dec)
 			}
-			shards[m["shard"]] = true
+			shards[strconv.FormatInt(a.Node, 10)] = true
 		}
 		if len(shards) != 1 {
 			t.Fatalf("member %s spread over shards %v", member, shards)

@@ -130,13 +130,13 @@ func TestDefaultLayoutDecodesWhatIdmintIssues(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 	code, out, errOut = runCLI(t, "decode", id)
-	if code != 0 || !strings.Contains(out, "(snowflake/leaf)") || !strings.Contains(out, "worker     40\n") ||
+	if code != 0 || !strings.Contains(out, "layout     leaf (snowflake)\n") || !strings.Contains(out, "node       40 (worker)\n") ||
 		strings.Contains(out, "datacenter") || !strings.Contains(out, "layout leaf assumed") {
 		t.Fatalf("decode %s: exit %d\n%s%s", id, code, out, errOut)
 	}
 	// Meituan Leaf's own ID (snowflake/builtin_test.go): worker 378.
 	code, out, _ = runCLI(t, "decode", "1541815603606036480")
-	if code != 0 || !strings.Contains(out, "worker     378\n") {
+	if code != 0 || !strings.Contains(out, "node       378 (worker)\n") {
 		t.Fatalf("decode of a Leaf ID:\n%s", out)
 	}
 	// With --layout given, nothing is assumed.

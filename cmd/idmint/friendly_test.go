@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -17,21 +16,27 @@ func TestDecodeFriendly(t *testing.T) {
 		{"twitter", "1050118621198921728", "20181010201924211-10-27-0", "no"},
 		{"jssafe", "198015710397969", "20261201095959120-3-17", "yes"},
 	} {
-		code, out, errOut := runCLI(t, "decode", "--json", "--layout", c.layout, c.id)
+		code, text, errOut := runCLI(t, "decode", "--layout", c.layout, c.id)
 		if code != 0 {
 			t.Fatalf("decode %s: exit %d %s", c.id, code, errOut)
 		}
-		var m map[string]string
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("not JSON: %v %q", err, out)
+		if !strings.Contains(text, "\n  friendly   "+c.friendly+"\n") || !strings.Contains(text, "\n  js_safe    "+c.js) {
+			t.Fatalf("decode %s: want friendly %q and js_safe %q in\n%s", c.id, c.friendly, c.js, text)
 		}
-		if m["friendly"] != c.friendly || !strings.HasPrefix(m["js_safe"], c.js) {
-			t.Fatalf("decode %s: friendly %q js_safe %q; want %q, %q", c.id, m["friendly"], m["js_safe"], c.friendly, c.js)
-		}
-		args := []string{"decode", "--json", c.friendly, "--layout", c.layout}
-		code, back, errOut := runCLI(t, args...)
-		if code != 0 || back != out {
-			t.Fatalf("decode %s: exit %d %s\n got %s\nwant %s", c.friendly, code, errOut, back, out)
+		// The friendly form decodes to the same ID and parts, text and JSON.
+		for _, asJSON := range []bool{false, true} {
+			args := []string{"decode", "--layout", c.layout}
+			if asJSON {
+				args = append(args, "--json")
+			}
+			_, want, _ := runCLI(t, append(args, c.id)...)
+			code, back, errOut := runCLI(t, append(args, c.friendly)...)
+			if code != 0 || back != want {
+				t.Fatalf("decode %v %s: exit %d %s\n got %s\nwant %s", args, c.friendly, code, errOut, back, want)
+			}
+			if asJSON && !strings.Contains(back, `"id":"`+c.id+`"`) {
+				t.Fatalf("decode --json %s: %s; want id %s", c.friendly, back, c.id)
+			}
 		}
 	}
 	code, _, errOut := runCLI(t, "decode", "--layout", "jssafe", "20261201095959123-3-17")
