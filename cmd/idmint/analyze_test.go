@@ -17,7 +17,7 @@ import (
 // reported with both, in text, JSON and HTML, and --check fails on them.
 func TestAnalyzeGeneratedIDs(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "worker=3,datacenter=1", "-n", "5000")
+	code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "worker=3,datacenter=1", "--horizon", "memory", "-n", "5000")
 	if code != 0 {
 		t.Fatalf("gen: exit %d %s", code, errOut)
 	}

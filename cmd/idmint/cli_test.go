@@ -75,7 +75,7 @@ func TestDecodeJSON(t *testing.T) {
 
 func TestGenSnowflakeRoundTrip(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "worker=3,datacenter=1", "-n", "1000")
+	code, out, errOut := runCLI(t, "gen", "snowflake", "--layout", "twitter", "--node", "worker=3,datacenter=1", "--horizon", "memory", "-n", "1000")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -77,7 +77,7 @@ func TestDecodeJSONIsTheHTTPAnswer(t *testing.T) {
 		{"discord", []string{"--layout", "discord", "175928847299117063"}, "?layout=discord", "175928847299117063"},
 		// One node field not called worker (machine, shard) is the node.
 		{"sonyflake", []string{"--layout", "sonyflake", "1234567890123"}, "?layout=sonyflake", "1234567890123"},
-		{"instagram", []string{"--layout", "instagram", gen("snowflake", "--layout", "instagram", "--node", "shard=77")}, "?layout=instagram", ""},
+		{"instagram", []string{"--layout", "instagram", gen("snowflake", "--layout", "instagram", "--node", "shard=77", "--horizon", "memory")}, "?layout=instagram", ""},
 		{"jssafe", []string{"--layout", "jssafe", "198015710397969"}, "?layout=jssafe", "198015710397969"},
 		{"monotonic", []string{"--layout", "monotonic", stamp}, "?layout=monotonic", stamp},
 		{"monotonic format", []string{"--format", "monotonic", stamp}, "?layout=monotonic", stamp},

@@ -85,7 +85,7 @@ func TestGenInstagramShardKey(t *testing.T) {
 	t.Parallel()
 	vars := map[string]string{geneSecretEnv: "000102030405060708090a0b0c0d0e0f"}
 	shardOf := func(member string) string {
-		code, out, errOut := runCLIEnv(t, vars, "gen", "snowflake", "--layout", "instagram", "--shard-key", member, "-n", "20")
+		code, out, errOut := runCLIEnv(t, vars, "gen", "snowflake", "--layout", "instagram", "--shard-key", member, "--horizon", "memory", "-n", "20")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}

@@ -124,7 +124,7 @@ func TestDefaultLayoutDecodesWhatIdmintIssues(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "datacenter=0..31,worker=0..31") {
 		t.Fatalf("gen --layout twitter without --node: exit %d stderr %q", code, errOut)
 	}
-	code, out, errOut = runCLI(t, "gen", "snowflake", "--node", "worker=40")
+	code, out, errOut = runCLI(t, "gen", "snowflake", "--node", "worker=40", "--horizon", "memory")
 	if code != 0 {
 		t.Fatalf("gen: exit %d %s", code, errOut)
 	}
@@ -151,7 +151,7 @@ func TestGenJSON(t *testing.T) {
 	t.Parallel()
 	store := "sqlite://" + filepath.Join(t.TempDir(), "s.db")
 	for _, args := range [][]string{
-		{"gen", "snowflake", "--node", "worker=5", "-n", "5000"},
+		{"gen", "snowflake", "--node", "worker=5", "--horizon", "memory", "-n", "5000"},
 		{"gen", "uuid-v7", "-n", "3"},
 		{"gen", "flake128", "--worker", "7", "-n", "2"},
 		{"gen", "timeid-member", "--member", "42", "-n", "2"},

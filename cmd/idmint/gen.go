@@ -167,7 +167,7 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	layoutText := fs.String("layout", defaultLayout, "built-in layout name (see `idmint layouts`) or a spec such as time=41:1ms,worker=10,seq=12,epoch=2010-11-04T01:42:54.657Z")
 	nodeText := fs.String("node", "", "node field values, e.g. worker=3 (leaf), datacenter=1,worker=3 (twitter); every node field of the layout must be set, unless --coordinator assigns the worker")
 	coord := fs.String("coordinator", "", "lease the worker ID from a coordinator: file:///path, etcd://host:2379/prefix, zk://host:2181/snowflake/name, postgres://..., mysql://..., sqlite:///path, static://N, ip://, mac://")
-	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing at or below this run's IDs (without --coordinator, or with static://, ip:// or mac://; the other coordinators record it themselves)")
+	horizon := fs.String("horizon", "", "file recording the time horizon, so a later run with the clock set back issues nothing at or below this run's IDs; needed without --coordinator and with static://, ip:// or mac:// (the other coordinators record it themselves); "+memoryHorizon+" accepts the risk and keeps it in memory only")
 	shardKey := fs.String("shard-key", "", "derive the layout's shard field from this shard key (e.g. a user ID) with the keyed gene of env "+geneSecretEnv+", so one key's IDs land on one shard without revealing it (Instagram's layout)")
 	n := fs.Int("n", 1, "how many IDs to issue")
 	asJSON := jsonFlag(fs)
@@ -196,6 +196,9 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 	}
 	var next func(ctx context.Context, dst []int64) (int, error)
 	if *coord != "" {
+		if err := needHorizon(layout, *coord, *nodeText, *shardKey, *horizon); err != nil {
+			return err
+		}
 		wopts, err := coordinatorHorizon(*coord, *horizon)
 		if err != nil {
 			return err
@@ -211,7 +214,7 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 		next = nd.NextN
 	} else {
 		s := snowflake.Settings{Node: nodeVals}
-		if *horizon != "" {
+		if *horizon != "" && *horizon != memoryHorizon {
 			s.Horizon = snowflake.NewFileHorizon(*horizon)
 		}
 		g, err := snowflake.New(layout, s)
@@ -222,6 +225,11 @@ func genSnowflake(ctx context.Context, e *env, args []string) error {
 			return usagef("%v", err)
 		}
 		defer g.Close()
+		// Checked once the node values are: a bad --node is the first
+		// thing to hear about.
+		if err := needHorizon(layout, *coord, *nodeText, *shardKey, *horizon); err != nil {
+			return err
+		}
 		next = g.NextN
 	}
 	return withJSON(e, "snowflake", *asJSON, func(e *env) error { return writeInt64s(ctx, e, *n, next) })
@@ -250,20 +258,69 @@ func nodeExample(l snowflake.Layout) string {
 	return strings.Join(parts, ",")
 }
 
+// memoryHorizon is the --horizon value that keeps the horizon in memory
+// only, as ?horizon=memory does in a static://, ip:// or mac:// URL.
+const memoryHorizon = "memory"
+
+// fixedWorker reports whether coord is "" or a coordinator that assigns a
+// worker ID without keeping its time horizon (static, ip, mac), and
+// whether its URL names a horizon itself (?horizon=).
+func fixedWorker(coord string) (fixed, urlHorizon bool) {
+	if coord == "" {
+		return true, false
+	}
+	scheme, rest, _ := strings.Cut(coord, "://")
+	switch strings.ToLower(scheme) {
+	case "static", "ip", "mac":
+		_, query, _ := strings.Cut(rest, "?")
+		q, err := url.ParseQuery(query)
+		return true, err == nil && q.Has("horizon")
+	}
+	return false, false
+}
+
+// needHorizon refuses a generator whose worker ID no coordinator keeps a
+// horizon for (--node, --shard-key, a layout without node fields, or
+// --coordinator static://, ip://, mac://) when --horizon names nothing: a
+// later run with the clock set back would repeat this run's IDs. --node
+// and static:// refuse alike, with one text; --horizon memory accepts the
+// risk for both.
+func needHorizon(l snowflake.Layout, coord, nodeText, shardKey, horizon string) error {
+	fixed, urlHorizon := fixedWorker(coord)
+	if !fixed || urlHorizon || horizon != "" {
+		return nil
+	}
+	var what string
+	switch {
+	case coord != "":
+		what = "the worker ID from --coordinator " + coord
+	case nodeText != "":
+		what = "the worker ID from --node " + nodeText
+	case shardKey != "":
+		what = "the node from --shard-key"
+	default:
+		what = "layout " + l.Name() + " (no node field)"
+	}
+	return usagef("flag --horizon: missing: nothing keeps the time horizon of %s, so a later run with the clock set back would repeat IDs this run issues; name a file (--horizon FILE, e.g. --horizon ./snowflake.horizon) or accept the risk with --horizon %s", what, memoryHorizon)
+}
+
 // coordinatorHorizon returns the worker options that put the horizon of a
-// static, ip or mac coordinator in the --horizon file. The other
-// coordinators record the horizon themselves, so --horizon with them is
-// bad input, as is a horizon named twice.
+// static, ip or mac coordinator in the --horizon file (in memory with
+// --horizon memory). The other coordinators record the horizon
+// themselves, so --horizon with them is bad input, as is a horizon named
+// twice.
 func coordinatorHorizon(coord, horizon string) ([]worker.Option, error) {
 	if horizon == "" {
 		return nil, nil
 	}
-	scheme, rest, _ := strings.Cut(coord, "://")
-	switch scheme = strings.ToLower(scheme); scheme {
-	case "static", "ip", "mac":
-		_, query, _ := strings.Cut(rest, "?")
-		if q, err := url.ParseQuery(query); err == nil && q.Has("horizon") {
+	scheme, _, _ := strings.Cut(coord, "://")
+	scheme = strings.ToLower(scheme)
+	if fixed, urlHorizon := fixedWorker(coord); fixed {
+		if urlHorizon {
 			return nil, usagef("flag --horizon: %q given, and the --coordinator URL names horizon= too; name the file once", horizon)
+		}
+		if horizon == memoryHorizon {
+			return []worker.Option{worker.WithMemoryHorizon()}, nil
 		}
 		return []worker.Option{worker.WithHorizonFile(horizon)}, nil
 	}

@@ -69,3 +69,50 @@ func TestGenHorizonWithCoordinatorRefused(t *testing.T) {
 		t.Errorf("a refused run touched the coordinator: %v", err)
 	}
 }
+
+// TestGenFixedWorkerNeedsHorizon: a worker ID given with --node and one from
+// --coordinator static:// carry the same risk (nothing keeps their time
+// horizon, so a later run with the clock set back repeats IDs), so both are
+// refused alike, with one text and one hint, until --horizon names a file
+// or accepts the risk with --horizon memory (static://'s ?horizon=memory).
+func TestGenFixedWorkerNeedsHorizon(t *testing.T) {
+	t.Parallel()
+	const rest = ", so a later run with the clock set back would repeat IDs this run issues; name a file (--horizon FILE, e.g. --horizon ./snowflake.horizon) or accept the risk with --horizon memory\n"
+	for _, c := range []struct {
+		args []string
+		what string
+	}{
+		{[]string{"--node", "worker=1"}, "the worker ID from --node worker=1"},
+		{[]string{"--coordinator", "static://1"}, "the worker ID from --coordinator static://1"},
+		{[]string{"--layout", "twitter", "--coordinator", "static://1", "--node", "datacenter=2"}, "the worker ID from --coordinator static://1"},
+		{[]string{"--layout", "simpleflake"}, "layout simpleflake (no node field)"},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"gen", "snowflake"}, c.args...)...)
+		want := "idmint gen: flag --horizon: missing: nothing keeps the time horizon of " + c.what + rest
+		if code != 2 || out != "" || errOut != want {
+			t.Errorf("gen snowflake %v: exit %d, stdout %q, stderr\n%q\nwant exit 2 and\n%q", c.args, code, out, errOut, want)
+		}
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--node", "worker=1", "--horizon", "memory"},
+		{"--coordinator", "static://1", "--horizon", "memory"},
+		{"--coordinator", "static://1?horizon=memory"},
+		{"--node", "worker=1", "--horizon", filepath.Join(dir, "node.horizon")},
+		{"--coordinator", "static://1", "--horizon", filepath.Join(dir, "static.horizon")},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"gen", "snowflake", "-n", "3"}, args...)...)
+		if code != 0 || len(strings.Fields(out)) != 3 {
+			t.Errorf("gen snowflake %v: exit %d, %q %s; want 3 IDs", args, code, out, errOut)
+		}
+	}
+	// "memory" is a word, not a file name: no file of that name appears.
+	if _, err := os.Stat("memory"); !os.IsNotExist(err) {
+		t.Errorf("--horizon memory wrote a file ./memory: %v", err)
+	}
+	for _, name := range []string{"node.horizon", "static.horizon"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("--horizon FILE: %v", err)
+		}
+	}
+}
