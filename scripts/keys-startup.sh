@@ -22,7 +22,9 @@
 # empty. KEYS_LOAD_CONNS sets the load's connections (default 128),
 # KEYS_LOAD_SECONDS its length (default 2), KEYS_PORT the port (default
 # 18080; the admin listener takes the next one), both on
-# 127.0.0.1 and sends traffic nowhere else.
+# 127.0.0.1 and sends traffic nowhere else. KEYS_BIN runs that idmint
+# binary instead of building one (another build, to compare two in turn
+# on a machine whose load varies).
 set -euo pipefail
 n=${1:?usage: keys-startup.sh N [STORE_URL]}
 store=${2:-}
@@ -34,7 +36,11 @@ dir=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 cd "$(dirname "$0")/.."
-go build -o "$dir/idmint" ./cmd/idmint
+if [ -n "${KEYS_BIN:-}" ]; then
+	cp "$KEYS_BIN" "$dir/idmint"
+else
+	go build -o "$dir/idmint" ./cmd/idmint
+fi
 go build -o "$dir/keysload" ./scripts/keysload
 {
 	echo "data_dir: $dir/data"
