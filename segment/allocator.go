@@ -498,7 +498,11 @@ func (k *Key) loadLoop() {
 }
 
 // loadOnce leases one segment and builds its buffer.
-func (k *Key) loadOnce() (*buffer, error) {
+func (k *Key) loadOnce() (*buffer, error) { return k.load(nil) }
+
+// load is loadOnce; pre, when set, is the key's first lease already
+// queued in a batch (Warm), asking the row's step.
+func (k *Key) load(pre *batchWait) (*buffer, error) {
 	a := k.a
 	clk := a.opts.Clock
 	k.mu.Lock()
@@ -520,7 +524,7 @@ func (k *Key) loadOnce() (*buffer, error) {
 	if a.batch == nil {
 		a.checkIdentity() // a batch checks once for all its keys
 	}
-	seg, err := k.allocate(step)
+	seg, err := k.allocate(step, pre)
 	if err == nil {
 		seg, err = k.witnessed(seg, step)
 	}
@@ -570,11 +574,17 @@ func (k *Key) loadOnce() (*buffer, error) {
 	return b, nil
 }
 
-func (k *Key) allocate(step int64) (Segment, error) {
+func (k *Key) allocate(step int64, pre *batchWait) (Segment, error) {
 	a := k.a
 	ctx, cancel := context.WithTimeout(a.ctx, a.opts.LoadTimeout)
 	defer cancel()
-	seg, err := a.lease(ctx, k.name, step)
+	var seg Segment
+	var err error
+	if pre != nil {
+		seg, err = pre.wait(ctx)
+	} else {
+		seg, err = a.lease(ctx, k.name, step)
+	}
 	if errors.Is(err, ErrUnknownKey) && a.opts.AutoCreate {
 		cerr := a.store.Create(ctx, KeyInfo{Key: k.name, Step: a.opts.AutoCreateStep, Description: "auto-created by idmint"})
 		if cerr != nil && !errors.Is(cerr, ErrKeyExists) {
@@ -656,7 +666,7 @@ func (k *Key) witnessed(seg Segment, step int64) (Segment, error) {
 			a.opts.Logger.Warn("segment: store went back below the witness: a failover or a restore? raised it above the mark",
 				"key", k.name, "store_max_id", before, "mark", mark, "refused", fmt.Sprintf("[%d, %d)", seg.Start, seg.End))
 		}
-		if seg, err = k.allocate(step); err != nil {
+		if seg, err = k.allocate(step, nil); err != nil {
 			return Segment{}, err
 		}
 	}

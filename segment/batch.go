@@ -30,6 +30,7 @@ type batcher struct {
 type batchWait struct {
 	ctx  context.Context
 	req  AllocateRequest
+	warm bool            // queued by Warm: goes after the loads callers wait for
 	done chan Allocation // buffered: the flush never blocks on a waiter that left
 }
 
@@ -60,15 +61,30 @@ func (a *Allocator) BatchStats() BatchStats {
 // while the batch is in flight returns and its segment, if leased,
 // becomes a gap.
 func (b *batcher) allocate(ctx context.Context, key string, step int64) (Segment, error) {
-	w := &batchWait{ctx: ctx, req: AllocateRequest{Key: key, Step: step}, done: make(chan Allocation, 1)}
+	return b.enqueue(ctx, []AllocateRequest{{Key: key, Step: step}}, false)[0].wait(ctx)
+}
+
+// enqueue queues reqs together (they go in one batch when they fit) and
+// returns their waits, in order; warm ones after the others. ctx ending before the batch is sent
+// leaves a request out of it.
+func (b *batcher) enqueue(ctx context.Context, reqs []AllocateRequest, warm bool) []*batchWait {
+	ws := make([]*batchWait, len(reqs))
+	for i, r := range reqs {
+		ws[i] = &batchWait{ctx: ctx, req: r, warm: warm, done: make(chan Allocation, 1)}
+	}
 	b.mu.Lock()
-	b.pending = append(b.pending, w)
+	b.pending = append(b.pending, ws...)
 	if !b.running {
 		b.running = true
 		b.a.wg.Add(1) // the caller is a loader the WaitGroup counts: never zero here
 		go b.flush()
 	}
 	b.mu.Unlock()
+	return ws
+}
+
+// wait returns the request's answer, or ctx's error first.
+func (w *batchWait) wait(ctx context.Context) (Segment, error) {
 	select {
 	case r := <-w.done:
 		return r.Segment, r.Err
@@ -82,19 +98,23 @@ func (b *batcher) flush() {
 	defer b.a.wg.Done()
 	for {
 		b.mu.Lock()
-		// Take the waiters in order, each key once (a key deleted and
-		// asked for again can have two loads waiting: the second goes in
-		// the next batch), leaving out those whose caller gave up.
+		// Take the waiters in order, the loads callers wait for before
+		// Warm's, each key once (a key deleted and asked for again can
+		// have two loads waiting: the second goes in the next batch),
+		// leaving out those whose caller gave up.
 		var batch, rest []*batchWait
 		in := make(map[string]bool, min(len(b.pending), maxBatch))
-		for _, w := range b.pending {
-			switch {
-			case w.ctx.Err() != nil:
-			case len(batch) < maxBatch && !in[w.req.Key]:
-				in[w.req.Key] = true
-				batch = append(batch, w)
-			default:
-				rest = append(rest, w)
+		for _, warm := range []bool{false, true} {
+			for _, w := range b.pending {
+				switch {
+				case w.warm != warm:
+				case w.ctx.Err() != nil:
+				case len(batch) < maxBatch && !in[w.req.Key]:
+					in[w.req.Key] = true
+					batch = append(batch, w)
+				default:
+					rest = append(rest, w)
+				}
 			}
 		}
 		b.pending = rest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -138,7 +139,11 @@ func rowInfo(name string, step int64, desc string) segment.KeyInfo {
 // prepareSegments creates the rows of every segment key of a starting
 // server at once, one batch per store, instead of one committed INSERT per
 // key (10,000 keys on a fresh SQLite store took 9 s); each key's build
-// then finds its row known and asks the store nothing.
+// then finds its row known and asks the store nothing. It then loads every
+// key's first segment in the background, in batches (Allocator.Warm), so
+// the first requests after a start are served from memory instead of
+// each waiting for its key's load; a step the config changes is set
+// first, so the first segment has it.
 func prepareSegments(ctx context.Context, env *server.Env, keys map[string]server.KeyConfig) error {
 	byStore := map[string][]segment.KeyInfo{}
 	for name, k := range keys {
@@ -149,9 +154,21 @@ func prepareSegments(ctx context.Context, env *server.Env, keys map[string]serve
 		if err != nil {
 			return err
 		}
-		if _, err := a.EnsureKeys(ctx, infos); err != nil {
+		rows, err := a.EnsureKeys(ctx, infos)
+		if err != nil {
 			return fmt.Errorf("segment store %q: create the rows of %d keys: %w", store, len(infos), err)
 		}
+		names := make([]string, 0, len(infos))
+		for _, k := range infos {
+			if keys[k.Key].Step != 0 && rows[k.Key].Step != k.Step {
+				if err := a.SetStep(ctx, k.Key, k.Step); err != nil {
+					return err
+				}
+			}
+			names = append(names, k.Key)
+		}
+		sort.Strings(names)
+		a.Warm(names)
 	}
 	return nil
 }
