@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -73,7 +74,16 @@ type Options struct {
 	Bins int
 	// MaxLine bounds the length of one input line. Zero means 4096.
 	MaxLine int
+	// Progress, when set, is called by Read every ProgressLines input
+	// lines and once when the input ends, with the number of lines read so
+	// far, so that a caller can show progress (the package prints
+	// nothing). It is called on Read's goroutine.
+	Progress func(lines int)
 }
+
+// ProgressLines is how many input lines Read reads between two calls of
+// Options.Progress.
+const ProgressLines = 1 << 16
 
 func (o *Options) defaults() error {
 	if o.Now.IsZero() {
@@ -193,35 +203,39 @@ func Read(r io.Reader, opt Options) (*Report, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, min(4096, opt.MaxLine)), opt.MaxLine)
 	// The first lines choose the format; keep them until it is chosen.
+	// After them, a line is parsed from the scanner's buffer, never copied.
 	const probe = 1000
 	var head []Line
 	lineNo := 0
-	next := func() (Line, bool, error) {
+	next := func() ([]byte, bool, error) {
 		for sc.Scan() {
 			lineNo++
-			s := strings.TrimSpace(sc.Text())
-			if s == "" || s[0] == '#' {
+			if opt.Progress != nil && lineNo%ProgressLines == 0 {
+				opt.Progress(lineNo)
+			}
+			b := bytes.TrimSpace(sc.Bytes())
+			if len(b) == 0 || b[0] == '#' {
 				continue
 			}
-			return Line{Line: lineNo, Text: s}, true, nil
+			return b, true, nil
 		}
 		if err := sc.Err(); err != nil {
 			if errors.Is(err, bufio.ErrTooLong) {
-				return Line{}, false, fmt.Errorf("read line %d: longer than %d bytes: not an ID list", lineNo+1, opt.MaxLine)
+				return nil, false, fmt.Errorf("read line %d: longer than %d bytes: not an ID list", lineNo+1, opt.MaxLine)
 			}
-			return Line{}, false, fmt.Errorf("read line %d: %w", lineNo+1, err)
+			return nil, false, fmt.Errorf("read line %d: %w", lineNo+1, err)
 		}
-		return Line{}, false, nil
+		return nil, false, nil
 	}
 	for len(head) < probe {
-		l, ok, err := next()
+		b, ok, err := next()
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			break
 		}
-		head = append(head, l)
+		head = append(head, Line{Line: lineNo, Text: string(b)})
 	}
 	if len(head) == 0 {
 		return nil, ErrNoIDs
@@ -232,21 +246,28 @@ func Read(r io.Reader, opt Options) (*Report, error) {
 	}
 	c := newCollector(p, opt)
 	for _, l := range head {
-		c.add(l)
+		if err := c.add(l.Line, []byte(l.Text)); err != nil {
+			return nil, err
+		}
 	}
 	for {
-		l, ok, err := next()
+		b, ok, err := next()
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			break
 		}
-		c.add(l)
+		if err := c.add(lineNo, b); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Progress != nil {
+		opt.Progress(lineNo)
 	}
 	rep.Lines = c.lines
 	rep.Invalid = c.invalid
-	if c.n() == 0 {
+	if c.n == 0 {
 		return nil, fmt.Errorf("%w: none of the %d lines is a %s ID (line %d: %s)", ErrFormat, c.lines, rep.Format, c.invalid.Examples[0].Line, c.invalid.Examples[0].Err)
 	}
 	c.analyse(rep)

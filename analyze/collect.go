@@ -1,32 +1,90 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
 
-// collector holds the parsed IDs as parallel slices (about 44 bytes per ID).
+// column is an append-only sequence of uint64 values kept in chunks of
+// fixed size: growing it never copies, so it costs 8 bytes per value and at
+// most one partly filled chunk more.
+type column struct {
+	chunks [][]uint64
+	n      int
+}
+
+const (
+	chunkBits = 13 // 8,192 values, 64 KiB per chunk
+	chunkLen  = 1 << chunkBits
+)
+
+func (c *column) add(v uint64) {
+	if c.n&(chunkLen-1) == 0 {
+		c.chunks = append(c.chunks, make([]uint64, chunkLen))
+	}
+	c.chunks[c.n>>chunkBits][c.n&(chunkLen-1)] = v
+	c.n++
+}
+
+func (c *column) at(i int) uint64     { return c.chunks[i>>chunkBits][i&(chunkLen-1)] }
+func (c *column) set(i int, v uint64) { c.chunks[i>>chunkBits][i&(chunkLen-1)] = v }
+
+// columnSort sorts the first n values of a column in place.
+type columnSort struct {
+	c *column
+	n int
+}
+
+func (s columnSort) Len() int           { return s.n }
+func (s columnSort) Less(i, j int) bool { return s.c.at(i) < s.c.at(j) }
+func (s columnSort) Swap(i, j int) {
+	a, b := s.c.at(i), s.c.at(j)
+	s.c.set(i, b)
+	s.c.set(j, a)
+}
+
+// maxIDs bounds the IDs one Read analyses: positions are 31-bit (the top
+// bit of a position marks it while a permutation is inverted in place).
+const maxIDs = 1<<31 - 1
+
+// skip records that the ID at index at and the ones after it sit cum lines
+// further down the input than their index says (blank lines, comments and
+// lines that are not IDs came before them).
+type skip struct{ at, cum int }
+
+// collector holds the parsed IDs in columns, without a map of IDs: a
+// snowflake or integer ID costs 8 bytes (its value; time and worker are
+// bits of it, and an ID's line is its index plus the non-ID lines before
+// it). The analysis adds one 4-byte position per ID, used in turn as the
+// sorted order, the ranks and the order within each worker. Wider formats
+// (128-bit UUIDs, order numbers) add a column per 64 bits and their time
+// and worker.
 type collector struct {
 	p       parser
 	opt     Options
 	lines   int
 	invalid Invalid
 
-	keys    []key
-	lineNo  []int32
-	ticks   []int64 // when the format has time
-	workers []int32 // when the format has workers: index into wlabels
-	bodies  []uint64
-	modvs   []uint64
+	n           int
+	lo, mid, hi column // the key's words; mid and hi once a wider key appears
+	wide        bool
+	ticks       column // when timed and the tick is not bits of the value
+	workers     column // worker index into wRecs, when the format has workers and they are not bits of the value
+	bodies      column // order numbers: the FF1 body
+	modvs       column // order numbers: the whole number, for mod N
+	skips       []skip
 
+	snow    *snowParser // non-nil: tick and worker are bits of lo
 	isOrder bool
-	wIndex  map[workerKey]int32
-	wRecs   []rec // one rec per worker, for its label
 	timed   bool
+	wIndex  map[workerKey]uint64 // a map of workers, not of IDs
+	wRecs   []rec                // one rec per worker, for its label
 }
 
 type workerKey struct {
@@ -35,49 +93,133 @@ type workerKey struct {
 }
 
 func newCollector(p parser, opt Options) *collector {
-	_, isOrder := p.(*orderParser)
-	return &collector{p: p, opt: opt, isOrder: isOrder, wIndex: map[workerKey]int32{}}
+	c := &collector{p: p, opt: opt, wIndex: map[workerKey]uint64{}}
+	_, c.isOrder = p.(*orderParser)
+	c.snow, _ = p.(*snowParser)
+	return c
 }
 
-func (c *collector) n() int { return len(c.keys) }
-
-func (c *collector) add(l Line) {
+// add takes one non-blank, non-comment input line, number line.
+func (c *collector) add(line int, text []byte) error {
 	c.lines++
-	r, err := c.p.parse(l.Text)
+	r, err := c.p.parse(text)
 	if err != nil {
 		c.invalid.Count++
 		if len(c.invalid.Examples) < max(c.opt.Examples, 1) {
-			c.invalid.Examples = append(c.invalid.Examples, Line{Line: l.Line, Text: clip(l.Text), Err: err.Error()})
+			c.invalid.Examples = append(c.invalid.Examples, Line{Line: line, Text: clip(string(text)), Err: err.Error()})
 		}
-		return
+		return nil
 	}
-	if len(c.keys) == 0 {
+	if c.n == maxIDs {
+		return fmt.Errorf("line %d: more than %d IDs: analyse the input in parts", line, maxIDs)
+	}
+	i := c.n
+	if c.n == 0 {
 		c.timed = r.hasTick
 	}
-	c.keys = append(c.keys, r.k)
-	c.lineNo = append(c.lineNo, int32(min(l.Line, math.MaxInt32)))
-	if c.timed {
-		c.ticks = append(c.ticks, r.tick)
+	if want := i + 1 + c.cum(i); line != want {
+		c.skips = append(c.skips, skip{at: i, cum: line - i - 1})
 	}
-	if c.p.hasWorker() {
+	if !c.wide && (r.k[0] != 0 || r.k[1] != 0) {
+		c.wide = true
+		for range i {
+			c.mid.add(0)
+			c.hi.add(0)
+		}
+	}
+	c.lo.add(r.k[2])
+	if c.wide {
+		c.mid.add(r.k[1])
+		c.hi.add(r.k[0])
+	}
+	if c.timed && c.snow == nil {
+		c.ticks.add(uint64(r.tick))
+	}
+	if c.p.hasWorker() && c.snow == nil {
 		wk := workerKey{r.wnum, r.wstr}
 		w, ok := c.wIndex[wk]
 		if !ok {
-			w = int32(len(c.wRecs))
+			w = uint64(len(c.wRecs))
 			c.wIndex[wk] = w
 			c.wRecs = append(c.wRecs, r)
 		}
-		c.workers = append(c.workers, w)
+		c.workers.add(w)
 	}
 	if c.isOrder {
-		c.bodies = append(c.bodies, r.body)
-		c.modvs = append(c.modvs, r.modv)
+		c.bodies.add(r.body)
+		c.modvs.add(r.modv)
 	}
+	c.n++
+	return nil
 }
 
-// text renders the ID at position i for examples.
+// cum is how many non-ID lines come before the ID at index i.
+func (c *collector) cum(i int) int {
+	k := sort.Search(len(c.skips), func(k int) bool { return c.skips[k].at > i })
+	if k == 0 {
+		return 0
+	}
+	return c.skips[k-1].cum
+}
+
+// line is the input line of the ID at index i.
+func (c *collector) line(i int) int { return i + 1 + c.cum(i) }
+
+func (c *collector) key(i int) key {
+	if !c.wide {
+		return key{0, 0, c.lo.at(i)}
+	}
+	return key{c.hi.at(i), c.mid.at(i), c.lo.at(i)}
+}
+
+// cmp compares the IDs at indexes i and j.
+func (c *collector) cmp(i, j int) int {
+	if c.wide {
+		if r := cmp.Compare(c.hi.at(i), c.hi.at(j)); r != 0 {
+			return r
+		}
+		if r := cmp.Compare(c.mid.at(i), c.mid.at(j)); r != 0 {
+			return r
+		}
+	}
+	return cmp.Compare(c.lo.at(i), c.lo.at(j))
+}
+
+// byKey orders positions by their ID, then by position (ties keep input
+// order).
+func (c *collector) byKey(a, b uint32) int {
+	if r := c.cmp(int(a), int(b)); r != 0 {
+		return r
+	}
+	return cmp.Compare(a, b)
+}
+
+func (c *collector) tick(i int) int64 {
+	if c.snow != nil {
+		return int64(c.lo.at(i) >> c.snow.timeShift)
+	}
+	return int64(c.ticks.at(i))
+}
+
+// worker is the worker identity of the ID at index i: its node bits, or
+// an index into wRecs.
+func (c *collector) worker(i int) uint64 {
+	if c.snow != nil {
+		return c.lo.at(i) & c.snow.nodeMask
+	}
+	return c.workers.at(i)
+}
+
+func (c *collector) workerLabel(w uint64) string {
+	if c.snow != nil {
+		return c.p.workerLabel(rec{wnum: w})
+	}
+	return c.p.workerLabel(c.wRecs[w])
+}
+
+// text renders the ID at index i for examples.
 func (c *collector) text(i int) string {
-	k := c.keys[i]
+	k := c.key(i)
 	if k[0] == 0 && k[1] == 0 {
 		return fmt.Sprint(k[2])
 	}
@@ -85,30 +227,30 @@ func (c *collector) text(i int) string {
 }
 
 func (c *collector) analyse(rep *Report) {
-	n := c.n()
+	n := c.n
 	rep.Count = n
-	// One sort by (key, position) gives duplicates, ranks and displacement.
-	idx := make([]int32, n)
-	for i := range idx {
-		idx[i] = int32(i)
+	// One sort by (key, position) gives duplicates, displacement and, for
+	// a snowflake layout, the time statistics (ticks are the top bits).
+	pos := make([]uint32, n)
+	for i := range pos {
+		pos[i] = uint32(i)
 	}
-	slices.SortFunc(idx, func(a, b int32) int {
-		if r := cmpKey(c.keys[a], c.keys[b]); r != 0 {
-			return r
-		}
-		return int(a - b)
-	})
-	rank := make([]int32, n)
-	for r, i := range idx {
-		rank[i] = int32(r)
-	}
-	c.duplicates(rep, idx)
-	c.order(rep, rank)
+	slices.SortFunc(pos, c.byKey)
+	c.duplicates(rep, pos)
+	c.order(rep, pos)
 	if c.timed {
-		rep.Time = c.timeStats()
+		rep.Time = c.timeStats(pos)
+	}
+	if n >= 3 && !c.isOrder {
+		// The sorted order inverted in place is every ID's rank.
+		invert(pos)
+		rep.Random = randomRanks(&c.lo, pos)
+	}
+	if c.p.hasWorker() {
+		c.workerOrder(rep, pos)
 	}
 	if c.opt.ModSample > 0 && n >= 2 {
-		rep.Mod = c.modStats()
+		rep.Mod = c.modStats(pos)
 	}
 	if t, note := c.p.end(); !t.IsZero() {
 		rep.End = &End{End: t, Source: note, YearsLeft: t.Sub(c.opt.Now).Hours() / 24 / 365.2425, Expired: !c.opt.Now.Before(t)}
@@ -118,16 +260,49 @@ func (c *collector) analyse(rep *Report) {
 	}
 	if n >= 3 {
 		if c.isOrder {
-			rep.Random = randomness(c.bodies, nil)
-		} else {
-			low := make([]uint64, n)
-			for i, k := range c.keys {
-				low[i] = k[2]
+			// Order numbers: the body is what must look random.
+			for i := range pos {
+				pos[i] = uint32(i)
 			}
-			rep.Random = randomness(low, rank)
+			slices.SortFunc(pos, func(a, b uint32) int {
+				if r := cmp.Compare(c.bodies.at(int(a)), c.bodies.at(int(b))); r != 0 {
+					return r
+				}
+				return cmp.Compare(a, b)
+			})
+			invert(pos)
+			rep.Random = randomRanks(&c.bodies, pos)
+			repeatedSteps(rep.Random, &c.bodies, n)
+		} else {
+			// Last: it overwrites the values with their steps.
+			repeatedSteps(rep.Random, &c.lo, n)
 		}
 	}
 	c.findings(rep)
+}
+
+// invert turns p, a permutation (p[rank] = index), into its inverse
+// (p[index] = rank) in place, following each cycle and marking the slots
+// already written with the top bit.
+func invert(p []uint32) {
+	const mark = 1 << 31
+	for start := range p {
+		if p[start]&mark != 0 {
+			continue
+		}
+		r, i := uint32(start), p[start]
+		for {
+			next := p[i]
+			p[i] = r | mark
+			if i == uint32(start) {
+				break
+			}
+			r, i = i, next
+		}
+	}
+	for k := range p {
+		p[k] &^= mark
+	}
 }
 
 // Dups reports repeated IDs.
@@ -145,11 +320,11 @@ type Dup struct {
 	Lines []int  `json:"lines"` // up to 5
 }
 
-func (c *collector) duplicates(rep *Report, idx []int32) {
+func (c *collector) duplicates(rep *Report, idx []uint32) {
 	d := &rep.Duplicates
 	for i := 0; i < len(idx); {
 		j := i + 1
-		for j < len(idx) && c.keys[idx[j]] == c.keys[idx[i]] {
+		for j < len(idx) && c.cmp(int(idx[j]), int(idx[i])) == 0 {
 			j++
 		}
 		d.Distinct++
@@ -159,7 +334,7 @@ func (c *collector) duplicates(rep *Report, idx []int32) {
 			if len(d.Examples) < c.opt.Examples {
 				ex := Dup{ID: c.text(int(idx[i])), Times: j - i}
 				for _, p := range idx[i:min(j, i+5)] {
-					ex.Lines = append(ex.Lines, int(c.lineNo[p]))
+					ex.Lines = append(ex.Lines, c.line(int(p)))
 				}
 				d.Examples = append(d.Examples, ex)
 			}
@@ -220,8 +395,11 @@ type OrderPoint struct {
 	Descents        int `json:"descents"`
 }
 
-func (c *collector) order(rep *Report, rank []int32) {
-	n := c.n()
+// order measures the disorder overall: descents in input order, and each
+// ID's displacement from its place in sorted (the input position idx[r]
+// of rank r against r).
+func (c *collector) order(rep *Report, idx []uint32) {
+	n := c.n
 	o := &rep.Order
 	o.Overall.Count = n
 	bins := min(c.opt.Bins, n)
@@ -229,20 +407,24 @@ func (c *collector) order(rep *Report, rank []int32) {
 	for b := range o.Plot {
 		o.Plot[b].From, o.Plot[b].To = b*n/bins, (b+1)*n/bins
 	}
-	for i := range n {
-		d := abs(i - int(rank[i]))
+	for r, p := range idx {
+		i := int(p)
+		d := abs(i - r)
 		b := i * bins / n
 		if d > o.Plot[b].MaxDisplacement {
 			o.Plot[b].MaxDisplacement = d
 		}
-		if d > o.Overall.MaxDisplacement {
-			o.Overall.MaxDisplacement, o.Overall.MaxAtLine = d, int(c.lineNo[i])
+		// Of equal displacements, the first in input order.
+		if d > o.Overall.MaxDisplacement || d == o.Overall.MaxDisplacement && d > 0 && c.line(i) < o.Overall.MaxAtLine {
+			o.Overall.MaxDisplacement, o.Overall.MaxAtLine = d, c.line(i)
 		}
-		if i > 0 && cmpKey(c.keys[i], c.keys[i-1]) < 0 {
+	}
+	for i := 1; i < n; i++ {
+		if c.cmp(i, i-1) < 0 {
 			o.Overall.Descents++
-			o.Plot[b].Descents++
+			o.Plot[i*bins/n].Descents++
 			if o.Overall.FirstDescentLine == 0 {
-				o.Overall.FirstDescentLine = int(c.lineNo[i])
+				o.Overall.FirstDescentLine = c.line(i)
 			}
 		}
 	}
@@ -250,80 +432,91 @@ func (c *collector) order(rep *Report, rank []int32) {
 		o.Overall.Pairs = n - 1
 		o.Overall.DescentFraction = float64(o.Overall.Descents) / float64(n-1)
 	}
-	if c.workers == nil {
-		return
-	}
-	c.workerOrder(rep)
 }
 
-// workerOrder repeats the order analysis within each worker: one sort by
-// (worker, key, position); an ID's place among its worker's IDs in input
-// order is counted in one pass.
-func (c *collector) workerOrder(rep *Report) {
-	n := c.n()
-	nw := len(c.wRecs)
-	o := &rep.Order
-	o.Workers = nw
-	local := make([]int32, n) // position among the worker's IDs, input order
-	seen := make([]int32, nw)
-	last := make([]int32, nw)
-	stats := make([]WorkerOrder, nw)
-	for w := range stats {
-		last[w] = -1
-	}
-	for i, w := range c.workers {
-		local[i] = seen[w]
-		seen[w]++
-		s := &stats[w].OrderStats
-		s.Count++
-		if p := last[w]; p >= 0 && cmpKey(c.keys[i], c.keys[p]) < 0 {
-			s.Descents++
-			if s.FirstDescentLine == 0 {
-				s.FirstDescentLine = int(c.lineNo[i])
-			}
-		}
-		last[w] = int32(i)
-	}
-	idx := make([]int32, n)
+// workerOrder repeats the order analysis within each worker. One sort of
+// the positions (scratch, reused) by (worker, key, position) groups each
+// worker's IDs in sorted order; one pass in input order then finds each
+// ID's place in its group, from which its displacement follows (an ID in
+// order is where its group's count says, so the binary search is only for
+// IDs out of place).
+func (c *collector) workerOrder(rep *Report, scratch []uint32) {
+	n := c.n
+	idx := scratch
 	for i := range idx {
-		idx[i] = int32(i)
+		idx[i] = uint32(i)
 	}
-	slices.SortFunc(idx, func(a, b int32) int {
-		if c.workers[a] != c.workers[b] {
-			return int(c.workers[a] - c.workers[b])
-		}
-		if r := cmpKey(c.keys[a], c.keys[b]); r != 0 {
+	slices.SortFunc(idx, func(a, b uint32) int {
+		if r := cmp.Compare(c.worker(int(a)), c.worker(int(b))); r != 0 {
 			return r
 		}
-		return int(a - b)
+		return c.byKey(a, b)
 	})
+	type group struct {
+		w          uint64
+		from, to   int // its IDs are idx[from:to]
+		seen, last int
+		stats      WorkerOrder
+	}
+	var groups []group
 	for g := 0; g < n; {
-		w := c.workers[idx[g]]
+		w := c.worker(int(idx[g]))
 		e := g
-		for e < n && c.workers[idx[e]] == w {
+		for e < n && c.worker(int(idx[e])) == w {
 			e++
 		}
-		s := &stats[w]
-		run := 0
-		for r := g; r < e; r++ {
-			i := idx[r]
-			if d := abs(int(local[i]) - (r - g)); d > s.MaxDisplacement {
-				s.MaxDisplacement, s.MaxAtLine = d, int(c.lineNo[i])
-			}
-			if c.timed {
-				if r > g && c.ticks[i] == c.ticks[idx[r-1]] {
+		gr := group{w: w, from: g, to: e, last: -1}
+		if c.timed {
+			run := 0
+			for r := g; r < e; r++ {
+				if r > g && c.tick(int(idx[r])) == c.tick(int(idx[r-1])) {
 					run++
 				} else {
 					run = 1
 				}
-				s.PeakPerTick = max(s.PeakPerTick, run)
+				gr.stats.PeakPerTick = max(gr.stats.PeakPerTick, run)
 			}
 		}
+		groups = append(groups, gr)
 		g = e
 	}
-	for w := range stats {
-		s := &stats[w]
-		s.Worker = c.p.workerLabel(c.wRecs[w])
+	o := &rep.Order
+	o.Workers = len(groups)
+	cur := 0
+	for i := range n {
+		w := c.worker(i)
+		if groups[cur].w != w {
+			cur = sort.Search(len(groups), func(k int) bool { return groups[k].w >= w })
+		}
+		gr := &groups[cur]
+		s := &gr.stats.OrderStats
+		s.Count++
+		local := gr.seen
+		gr.seen++
+		at := local // where the group's sorted order has this ID
+		if int(idx[gr.from+local]) != i {
+			at = sort.Search(gr.to-gr.from, func(k int) bool {
+				j := int(idx[gr.from+k])
+				r := c.cmp(j, i)
+				return r > 0 || r == 0 && j >= i
+			})
+		}
+		if d := abs(local - at); d > s.MaxDisplacement {
+			s.MaxDisplacement, s.MaxAtLine = d, c.line(i)
+		}
+		if gr.last >= 0 && c.cmp(i, gr.last) < 0 {
+			s.Descents++
+			if s.FirstDescentLine == 0 {
+				s.FirstDescentLine = c.line(i)
+			}
+		}
+		gr.last = i
+	}
+	stats := make([]WorkerOrder, len(groups))
+	for k := range groups {
+		stats[k] = groups[k].stats
+		s := &stats[k]
+		s.Worker = c.workerLabel(groups[k].w)
 		if s.Count > 1 {
 			s.Pairs = s.Count - 1
 			s.DescentFraction = float64(s.Descents) / float64(s.Pairs)
@@ -338,6 +531,7 @@ func (c *collector) workerOrder(rep *Report) {
 			ws.FirstDescentLine = s.FirstDescentLine
 		}
 	}
+	nw := len(groups)
 	if o.Worst.Count > nw {
 		o.Worst.Pairs = o.Worst.Count - nw
 		o.Worst.DescentFraction = float64(o.Worst.Descents) / float64(o.Worst.Pairs)
@@ -388,34 +582,30 @@ type Bin struct {
 	Count int       `json:"count"`
 }
 
-func (c *collector) timeStats() *Time {
+func (c *collector) timeStats(sorted []uint32) *Time {
 	unit, epoch := c.p.clock()
 	if unit <= 0 {
 		return nil
 	}
-	ticks := slices.Clone(c.ticks)
-	slices.Sort(ticks)
+	// The ticks in ascending order: for a snowflake layout the sorted
+	// IDs' top bits; otherwise a sorted copy of the ticks.
+	tickAt := func(r int) int64 { return c.tick(int(sorted[r])) }
+	if c.snow == nil {
+		ts := make([]int64, c.n)
+		for i := range ts {
+			ts[i] = c.tick(i)
+		}
+		slices.Sort(ts)
+		tickAt = func(r int) int64 { return ts[r] }
+	}
+	n := c.n
 	t := &Time{Tick: unit}
-	first, last := ticks[0], ticks[len(ticks)-1]
+	first, last := tickAt(0), tickAt(n-1)
 	t.First, t.Last = tickTime(epoch, unit, first), tickTime(epoch, unit, last)
 	span := t.Last.Add(unit).Sub(t.First)
 	t.Span = span
 	if span > 0 {
-		t.RatePerSecond = float64(len(ticks)) / span.Seconds()
-	}
-	run := 0
-	for i, k := range ticks {
-		if i > 0 && k == ticks[i-1] {
-			run++
-		} else {
-			run = 1
-		}
-		if run > t.PeakPerTick {
-			t.PeakPerTick, t.PeakAt = run, tickTime(epoch, unit, k)
-		}
-	}
-	if sp, ok := c.p.(*snowParser); ok {
-		t.CapacityPerTick = int64(1) << uint(sp.l.SeqBits())
+		t.RatePerSecond = float64(n) / span.Seconds()
 	}
 	// Histogram over ticks [first, last+1): bins of whole ticks.
 	width := (uint64(last-first) + 1 + uint64(c.opt.Bins) - 1) / uint64(c.opt.Bins)
@@ -425,8 +615,23 @@ func (c *collector) timeStats() *Time {
 	for b := range t.Histogram {
 		t.Histogram[b].Start = tickTime(epoch, unit, first+int64(uint64(b)*width))
 	}
-	for _, k := range ticks {
+	run := 0
+	prev := first
+	for r := range n {
+		k := tickAt(r)
+		if r > 0 && k == prev {
+			run++
+		} else {
+			run = 1
+		}
+		prev = k
+		if run > t.PeakPerTick {
+			t.PeakPerTick, t.PeakAt = run, tickTime(epoch, unit, k)
+		}
 		t.Histogram[uint64(k-first)/width].Count++
+	}
+	if c.snow != nil {
+		t.CapacityPerTick = int64(1) << uint(c.snow.l.SeqBits())
 	}
 	return t
 }

@@ -10,12 +10,14 @@
 //     which is the k of "k-sorted" — overall and per worker;
 //   - the time span, the rate, and the peak number of IDs in one tick;
 //   - id mod N balance for every N in 2…1024, the sharding skew the seed
-//     survey warns about when a sequence restarts at 0 on each tick;
+//     of a sequence that restarts at 0 on each tick;
 //   - when the layout runs out, and how many years are left;
 //   - whether consecutive values can be told apart from random ones (for
 //     order numbers and opaque IDs, which must not be guessable).
 //
 // The package computes; it prints nothing. cmd/idmint renders a Report as
 // text, JSON or HTML. Every pass is O(n log n) in the number of IDs: sorting
-// gives duplicates, displacements and ranks at once.
+// gives duplicates, displacements and ranks at once. Memory is bounded per
+// ID, with no map of IDs: 8 bytes per snowflake or integer ID and a 4-byte
+// position during the analysis.
 package analyze

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -40,26 +41,31 @@ func (c *collector) findings(rep *Report) {
 		rep.Findings = append(rep.Findings, Finding{Severity: s, Kind: kind, Message: fmt.Sprintf(format, a...)})
 	}
 	if iv := rep.Invalid; iv.Count > 0 {
-		add(Warning, "input", "%d of %d lines are not %s IDs (line %d: %s)", iv.Count, rep.Lines, rep.Format, iv.Examples[0].Line, iv.Examples[0].Err)
+		add(Warning, "input", "%d of %s %s as %s (line %d: %s)", iv.Count, plural(rep.Lines, "line", "lines"), choose1(iv.Count, "does not parse", "do not parse"), rep.Format, iv.Examples[0].Line, iv.Examples[0].Err)
 	}
 	if d := rep.Duplicates; d.Extra > 0 {
 		ex := d.Examples[0]
-		add(Defect, "duplicates", "%d duplicate IDs: %d values occur more than once, e.g. %s %d times (lines %s)",
-			d.Extra, d.Values, ex.ID, ex.Times, joinInts(ex.Lines))
+		if d.Values == 1 {
+			add(Defect, "duplicates", "%s: %s occurs %d times (lines %s)", plural(d.Extra, "duplicate ID", "duplicate IDs"), ex.ID, ex.Times, joinInts(ex.Lines))
+		} else {
+			add(Defect, "duplicates", "%s: %d values occur more than once, e.g. %s %d times (lines %s)",
+				plural(d.Extra, "duplicate ID", "duplicate IDs"), d.Values, ex.ID, ex.Times, joinInts(ex.Lines))
+		}
 	}
 	o := rep.Order
 	switch {
 	case o.Workers > 0 && o.Worst.Descents > 0:
 		w := o.PerWorker[0]
-		add(Defect, "disorder", "%d IDs are lower than the previous ID of the same worker (worst: %s, %d, first at line %d; largest displacement %d): a generator went backwards (clock rollback) or two generators share a worker ID",
-			o.Worst.Descents, w.Worker, w.Descents, w.FirstDescentLine, o.Worst.MaxDisplacement)
+		add(Defect, "disorder", "%s lower than the previous ID of the same worker (worst: %s with %d, first at line %d; largest displacement %d): a generator went backwards (clock rollback) or two generators share a worker ID",
+			choose1(o.Worst.Descents, "1 ID is", fmt.Sprintf("%d IDs are", o.Worst.Descents)), w.Worker, w.Descents, w.FirstDescentLine, o.Worst.MaxDisplacement)
 	case o.Workers == 0 && o.Overall.Descents > 0 && c.ordered(rep):
-		add(Warning, "disorder", "%.2f %% of IDs (%d) are lower than the ID before them (first at line %d); largest displacement %d positions (the input is %d-sorted)",
-			100*o.Overall.DescentFraction, o.Overall.Descents, o.Overall.FirstDescentLine, o.Overall.MaxDisplacement, o.Overall.MaxDisplacement)
+		add(Warning, "disorder", "%.2f %% of IDs (%d) %s lower than the ID before %s (first at line %d); largest displacement %s (the input is %d-sorted)",
+			100*o.Overall.DescentFraction, o.Overall.Descents, choose1(o.Overall.Descents, "is", "are"), choose1(o.Overall.Descents, "it", "them"),
+			o.Overall.FirstDescentLine, plural(o.Overall.MaxDisplacement, "position", "positions"), o.Overall.MaxDisplacement)
 	}
 	if o.Workers > 1 && o.Overall.Descents > 0 && o.Worst.Descents == 0 {
-		add(Info, "disorder", "across %d workers the IDs interleave: %.2f %% are lower than the one before, largest displacement %d positions (k-sorted, k = %d); each worker on its own is in order",
-			o.Workers, 100*o.Overall.DescentFraction, o.Overall.MaxDisplacement, o.Overall.MaxDisplacement)
+		add(Info, "disorder", "across %d workers the IDs interleave: %.2f %% are lower than the one before, largest displacement %s (k-sorted, k = %d); each worker on its own is in order",
+			o.Workers, 100*o.Overall.DescentFraction, plural(o.Overall.MaxDisplacement, "position", "positions"), o.Overall.MaxDisplacement)
 	}
 	if t := rep.Time; t != nil && t.CapacityPerTick > 0 {
 		for _, w := range o.PerWorker {
@@ -72,7 +78,7 @@ func (c *collector) findings(rep *Report) {
 	}
 	if m := rep.Mod; m != nil && m.Skewed {
 		w := m.Worst
-		add(Warning, "skew", "id mod N is uneven for %d of %d Ns; worst N = %d: the fullest residue holds %.2fx its share, %d of %d residues are empty (chi-square %.0f, p = %.2g). Sharding by id %% %d would be skewed: the seed survey's warning about sequences that restart at 0 on every tick. Start each tick's sequence at a random value over its whole range (layout seq=<bits>:rand) or shard by a hash of the ID; Leaf's start in 0-99 still skews id mod 32, 64, 128 and up, which 100 is not a multiple of",
+		add(Warning, "skew", "id mod N is uneven for %d of %d Ns; worst N = %d: the fullest residue holds %.2fx its share, %d of %d residues are empty (chi-square %.0f, p = %.2g). Sharding by id %% %d would be skewed, as it is for every sequence that restarts at 0 on each tick. Start each tick's sequence at a random value over its whole range (layout seq=<bits>:rand) or shard by a hash of the ID; Leaf's start in 0-99 still skews id mod 32, 64, 128 and up, which 100 is not a multiple of",
 			m.SkewedNs, MaxMod-1, w.N, w.MaxShare, w.Empty, w.N, w.Chi2, w.P, w.N)
 	}
 	if e := rep.End; e != nil {
@@ -82,7 +88,7 @@ func (c *collector) findings(rep *Report) {
 		case e.YearsLeft < WarnYears:
 			add(Warning, "end", "the format runs out on %s, in %.1f years (%s)", e.End.Format("2006-01-02"), e.YearsLeft, e.Source)
 		default:
-			add(Info, "end", "the format runs out on %s, in %.0f years (%s)", e.End.Format("2006-01-02"), e.YearsLeft, e.Source)
+			add(Info, "end", "the format runs out on %s, in %s (%s)", e.End.Format("2006-01-02"), plural(int(math.Round(e.YearsLeft)), "year", "years"), e.Source)
 		}
 	}
 	if r := rep.Random; r != nil {
@@ -103,6 +109,18 @@ func (c *collector) findings(rep *Report) {
 	}
 	rank := map[Severity]int{Defect: 0, Warning: 1, Info: 2}
 	slices.SortStableFunc(rep.Findings, func(a, b Finding) int { return rank[a.Severity] - rank[b.Severity] })
+}
+
+// plural is n and the noun, singular when n is 1: "1 duplicate ID",
+// "2 duplicate IDs".
+func plural(n int, one, many string) string { return fmt.Sprintf("%d %s", n, choose1(n, one, many)) }
+
+// choose1 is one when n is 1, else many.
+func choose1(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func joinInts(xs []int) string {

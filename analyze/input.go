@@ -44,7 +44,7 @@ type rec struct {
 
 // parser turns one line into a rec.
 type parser interface {
-	parse(s string) (rec, error)
+	parse(b []byte) (rec, error)
 	// workerLabel names the worker of a rec; "" when the format has none.
 	workerLabel(r rec) string
 	// hasWorker reports whether IDs carry a worker (node) field.
@@ -210,11 +210,29 @@ func newSnowParser(l snowflake.Layout) *snowParser {
 	return p
 }
 
-func (p *snowParser) parse(s string) (rec, error) {
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 {
-		return rec{}, fmt.Errorf("%q is not a non-negative 64-bit decimal integer", clip(s))
+// decimal reads b as a non-negative decimal integer below 2^64 without
+// allocating.
+func decimal(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
 	}
+	var v uint64
+	for _, ch := range b {
+		d := uint64(ch - '0')
+		if d > 9 || v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+func (p *snowParser) parse(b []byte) (rec, error) {
+	u, ok := decimal(b)
+	if !ok || u > math.MaxInt64 {
+		return rec{}, fmt.Errorf("%q is not a non-negative 64-bit decimal integer", clip(string(b)))
+	}
+	v := int64(u)
 	if b := p.l.Bits(); b < 63 && v>>uint(b) != 0 {
 		return rec{}, fmt.Errorf("%d is wider than layout %s's %d bits", v, p.l.Name(), b)
 	}
@@ -251,10 +269,10 @@ func (p *snowParser) end() (time.Time, string) {
 // intParser reads plain non-negative decimal integers.
 type intParser struct{}
 
-func (intParser) parse(s string) (rec, error) {
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return rec{}, fmt.Errorf("%q is not a non-negative 64-bit decimal integer", clip(s))
+func (intParser) parse(b []byte) (rec, error) {
+	v, ok := decimal(b)
+	if !ok {
+		return rec{}, fmt.Errorf("%q is not a non-negative 64-bit decimal integer", clip(string(b)))
 	}
 	return rec{k: key{0, 0, v}}, nil
 }
@@ -288,7 +306,8 @@ var textEnds = map[string]struct {
 	idformat.UUID: {time.UnixMilli(1<<48 - 1).UTC(), "UUID v7: 48-bit Unix milliseconds (RFC 9562 §5.7); v1/v6 last until 5236"},
 }
 
-func (p *textParser) parse(s string) (rec, error) {
+func (p *textParser) parse(text []byte) (rec, error) {
+	s := string(text)
 	parts, err := idformat.ParseAs(p.format, s)
 	if err != nil {
 		return rec{}, err
@@ -380,8 +399,8 @@ func (p *orderParser) digits(s string) (uint64, bool) {
 	return v, true
 }
 
-func (p *orderParser) parse(s string) (rec, error) {
-	n, err := p.f.Normalize(s)
+func (p *orderParser) parse(text []byte) (rec, error) {
+	n, err := p.f.Normalize(string(text))
 	if err != nil {
 		return rec{}, err
 	}

@@ -54,37 +54,44 @@ type ModN struct {
 	Empty    int     `json:"empty"`
 }
 
-func (c *collector) modStats() *Mod {
-	n := c.n()
+func (c *collector) modStats(scratch []uint32) *Mod {
+	n := c.n
 	sample := min(n, c.opt.ModSample)
 	m := &Mod{Sample: sample, Sampled: sample < n, Alpha: 0.001 / (MaxMod - 1), MinShare: 1.25}
 	// Pick the sample: Knuth's selection sampling (TAOCP vol. 2, 3.4.2,
 	// Algorithm S) keeps input order and takes each ID with equal chance.
-	pick := make([]int, 0, sample)
-	rng := rand.New(rand.NewPCG(0x1d, 0x6d))
-	for i := 0; i < n && len(pick) < sample; i++ {
-		if sample == n || rng.IntN(n-i) < sample-len(pick) {
-			pick = append(pick, i)
+	// The picks go in scratch; all IDs are counted in place.
+	pick := scratch[:0]
+	if sample < n {
+		rng := rand.New(rand.NewPCG(0x1d, 0x6d))
+		for i := 0; i < n && len(pick) < sample; i++ {
+			if rng.IntN(n-i) < sample-len(pick) {
+				pick = append(pick, uint32(i))
+			}
 		}
 	}
-	narrow := true
-	vals := make([]uint64, len(pick))
-	wide := make([]key, 0)
-	for j, i := range pick {
-		switch {
-		case c.isOrder:
-			vals[j] = c.modvs[i]
-		case c.keys[i][0] != 0 || c.keys[i][1] != 0:
-			narrow = false
-			fallthrough
-		default:
-			vals[j] = c.keys[i][2]
-		}
+	col := &c.lo
+	if c.isOrder {
+		col = &c.modvs
 	}
-	if !narrow {
-		wide = make([]key, len(pick))
+	narrow := c.isOrder || !c.wide
+	// vals are the sampled values; nil counts every value of col.
+	var vals []uint64
+	var wide []key
+	switch {
+	case narrow && sample < n:
+		vals = make([]uint64, len(pick))
 		for j, i := range pick {
-			wide[j] = c.keys[i]
+			vals[j] = col.at(int(i))
+		}
+	case !narrow:
+		wide = make([]key, sample)
+		for j := range wide {
+			i := j
+			if sample < n {
+				i = int(pick[j])
+			}
+			wide[j] = c.key(i)
 		}
 	}
 	counts := make([]int, MaxMod)
@@ -93,11 +100,20 @@ func (c *collector) modStats() *Mod {
 		cnt := counts[:N]
 		clear(cnt)
 		u := uint64(N)
-		if narrow {
+		switch {
+		case vals != nil:
 			for _, v := range vals {
 				cnt[v%u]++
 			}
-		} else {
+		case narrow:
+			left := n
+			for _, ch := range col.chunks {
+				for _, v := range ch[:min(len(ch), left)] {
+					cnt[v%u]++
+				}
+				left -= len(ch)
+			}
+		default:
 			c1 := (math.MaxUint64%u + 1) % u // 2^64 mod N
 			c2 := c1 * c1 % u                // 2^128 mod N
 			for _, k := range wide {

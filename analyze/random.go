@@ -3,7 +3,7 @@ package analyze
 import (
 	"fmt"
 	"math"
-	"slices"
+	"sort"
 )
 
 // Random tells whether consecutive IDs can be told apart from values drawn
@@ -37,37 +37,13 @@ func (t RandomTest) judge() RandomTest {
 // ZLimit is the |z| above which a randomness test fails.
 const ZLimit = 4.0
 
-// randomness runs the tests on vals in input order. rank[i] is vals[i]'s
-// place in sorted order; nil computes it from vals.
-func randomness(vals []uint64, rank []int32) *Random {
-	n := len(vals)
-	if rank == nil {
-		idx := make([]int32, n)
-		for i := range idx {
-			idx[i] = int32(i)
-		}
-		slices.SortFunc(idx, func(a, b int32) int {
-			if vals[a] != vals[b] {
-				if vals[a] < vals[b] {
-					return -1
-				}
-				return 1
-			}
-			return int(a - b)
-		})
-		rank = make([]int32, n)
-		for r, i := range idx {
-			rank[i] = int32(r)
-		}
-	}
+// randomRanks runs the tests on consecutive values that need only their
+// ranks (rank[i] is the place of the i-th value in sorted order, ties in
+// input order); repeatedSteps adds the last one.
+func randomRanks(vals *column, rank []uint32) *Random {
+	n := len(rank)
 	fn, m := float64(n), float64(n-1)
 	res := &Random{}
-	add := func(t RandomTest) {
-		if !t.Pass {
-			res.Distinguishable = true
-		}
-		res.Tests = append(res.Tests, t)
-	}
 
 	// 1. Ascending steps. In a random order the number of i with
 	// x[i] > x[i-1] has mean (n-1)/2 and variance (n+1)/12 (the Eulerian
@@ -79,7 +55,7 @@ func randomness(vals []uint64, rank []int32) *Random {
 			asc++
 		}
 	}
-	add(RandomTest{Name: "ascending steps", Observed: float64(asc) / m, Expected: 0.5,
+	res.add(RandomTest{Name: "ascending steps", Observed: float64(asc) / m, Expected: 0.5,
 		Z:      (float64(asc) - m/2) / math.Sqrt((fn+1)/12),
 		Detail: fmt.Sprintf("%d of %d consecutive pairs go up", asc, n-1)}.judge())
 
@@ -98,7 +74,7 @@ func randomness(vals []uint64, rank []int32) *Random {
 	if den > 0 {
 		rho = num / den
 	}
-	add(RandomTest{Name: "serial correlation", Observed: rho, Expected: 0, Z: rho * math.Sqrt(fn),
+	res.add(RandomTest{Name: "serial correlation", Observed: rho, Expected: 0, Z: rho * math.Sqrt(fn),
 		Detail: fmt.Sprintf("lag-1 correlation of ranks %.4f", rho)}.judge())
 
 	// 3. Close neighbours: how often the next value is among the w values
@@ -107,11 +83,7 @@ func randomness(vals []uint64, rank []int32) *Random {
 	w := max(1, n/100)
 	close := 0
 	for i := 1; i < n; i++ {
-		d := rank[i] - rank[i-1]
-		if d < 0 {
-			d = -d
-		}
-		if int(d) <= w {
+		if abs(int(rank[i])-int(rank[i-1])) <= w {
 			close++
 		}
 	}
@@ -122,30 +94,40 @@ func randomness(vals []uint64, rank []int32) *Random {
 	if sd := math.Sqrt(m * p0 * (1 - p0)); sd > 0 {
 		z = (float64(close) - m*p0) / sd
 	}
-	add(RandomTest{Name: "close neighbours", Observed: float64(close) / m, Expected: p0, Z: z,
+	res.add(RandomTest{Name: "close neighbours", Observed: float64(close) / m, Expected: p0, Z: z,
 		Detail: fmt.Sprintf("%d of %d next values within %d ranks of the previous", close, n-1, w)}.judge())
+	return res
+}
 
-	// 4. Repeated steps: x[i+1]-x[i] (mod 2^64). Values spread over a
-	// large range almost never repeat a step; an affine "scramble"
-	// (a*seq + b mod m) repeats one step throughout.
-	steps := make([]uint64, n-1)
-	for i := 1; i < n; i++ {
-		steps[i-1] = vals[i] - vals[i-1]
+func (r *Random) add(t RandomTest) {
+	if !t.Pass {
+		r.Distinguishable = true
 	}
-	slices.Sort(steps)
+	r.Tests = append(r.Tests, t)
+}
+
+// repeatedSteps adds test 4 to res: x[i+1]-x[i] (mod 2^64) over the first
+// n values of vals. Values spread over a large range almost never repeat a
+// step; an affine "scramble" (a*seq + b mod m) repeats one step
+// throughout. The steps overwrite the values in place and are sorted
+// there, so this runs last.
+func repeatedSteps(res *Random, vals *column, n int) {
+	for i := 0; i+1 < n; i++ {
+		vals.set(i, vals.at(i+1)-vals.at(i))
+	}
+	sort.Sort(columnSort{vals, n - 1})
 	most, run, mostStep := 0, 0, uint64(0)
-	for i := range steps {
-		if i > 0 && steps[i] == steps[i-1] {
+	for i := range n - 1 {
+		if i > 0 && vals.at(i) == vals.at(i-1) {
 			run++
 		} else {
 			run = 1
 		}
 		if run > most {
-			most, mostStep = run, steps[i]
+			most, mostStep = run, vals.at(i)
 		}
 	}
 	limit := max(20, (n-1)/100)
-	add(RandomTest{Name: "repeated steps", Observed: float64(most), Expected: 1, Pass: most <= limit,
+	res.add(RandomTest{Name: "repeated steps", Observed: float64(most), Expected: 1, Pass: most <= limit,
 		Detail: fmt.Sprintf("the most common step, %d, occurs %d times (limit %d)", int64(mostStep), most, limit)})
-	return res
 }
