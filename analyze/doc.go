@@ -9,7 +9,7 @@
 //     displacement — how far an ID sits from its place in sorted order,
 //     which is the k of "k-sorted" — overall and per worker;
 //   - the time span, the rate, and the peak number of IDs in one tick;
-//   - id mod N balance for every N in 2…1024, the sharding skew the seed
+//   - id mod N balance for every N in 2…1024, the sharding skew
 //     of a sequence that restarts at 0 on each tick;
 //   - when the layout runs out, and how many years are left;
 //   - whether consecutive values can be told apart from random ones (for
