@@ -23,13 +23,16 @@ func init() {
 }
 
 func runAnalyze(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "analyze", "[FILE|-] [--layout NAME|SPEC] [--format NAME] [--random] [--json] [--html FILE] [--check]\n\n"+
-		"Reads IDs, one per line (blank lines and # comments are skipped), from FILE or standard input.")
+	fs := newFlags(e, "analyze", "[FILE|-] [--layout NAME|SPEC] [--format NAME] [--random] [--details] [--json] [--html FILE] [--check]\n\n"+
+		"Reads IDs, one per line (blank lines and # comments are skipped), from FILE or standard input, and\n"+
+		"prints the verdict and its findings; --details adds the statistics behind them. On a terminal,\n"+
+		"standard error shows how many lines have been read.")
 	layoutText := fs.String("layout", "", "snowflake layout of decimal IDs (see `idmint layouts`); default: guessed from the IDs")
 	format := fs.String("format", "", "the IDs' format: snowflake, integer, ordernum, "+strings.Join(idformat.Formats(), ", ")+"; default: guessed")
 	orderFormat := fs.String("order-format", defaultOrderFormat, "order-number format spec, with --format ordernum")
 	random := fs.Bool("random", false, "the IDs are meant to be unguessable (opaque IDs): report any pattern in consecutive values as a defect")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	details := fs.Bool("details", false, "print the statistics behind the verdict: format, duplicates, order overall and per worker, time, mod N, end date, randomness")
+	asJSON := fs.Bool("json", false, "print the report as JSON (everything --details shows)")
 	htmlOut := fs.String("html", "", "also write an HTML report with SVG charts to this file")
 	modSample := fs.Int("mod-sample", 1<<18, "count at most this many IDs (a fixed-seed sample) in the mod-N test; 0 skips it")
 	check := fs.Bool("check", false, "exit with status 1 when the report has a defect or a warning")
@@ -71,7 +74,13 @@ func runAnalyze(ctx context.Context, e *env, args []string) error {
 		defer f.Close()
 		in = f
 	}
+	if isTerminal(e.stderr) {
+		opt.Progress = progressLine(e.stderr)
+	}
 	rep, err := analyze.Read(in, opt)
+	if opt.Progress != nil {
+		fmt.Fprint(e.stderr, "\r\033[K") // the progress line is done
+	}
 	switch {
 	case errors.Is(err, analyze.ErrOptions):
 		return usagef("%v", err)
@@ -87,7 +96,13 @@ func runAnalyze(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	} else {
-		writeAnalysisText(e.stdout, rep)
+		writeVerdict(e.stdout, rep)
+		if *details {
+			fmt.Fprintln(e.stdout)
+			writeAnalysisText(e.stdout, rep)
+		} else {
+			fmt.Fprintln(e.stdout, "\nThe statistics behind this verdict: idmint analyze --details.")
+		}
 	}
 	if *htmlOut != "" {
 		if err := writeFileAtomic(*htmlOut, func(w io.Writer) error { return writeAnalysisHTML(w, rep) }); err != nil {
@@ -128,6 +143,58 @@ func dirOf(path string) string {
 	return "."
 }
 
+// progressLine returns an analyze.Options.Progress that redraws one line
+// on w: how many input lines have been read.
+func progressLine(w io.Writer) func(lines int) {
+	return func(lines int) { fmt.Fprintf(w, "\ridmint analyze: %d lines read", lines) }
+}
+
+// writeVerdict prints the verdict in plain words, then every finding,
+// worst first.
+func writeVerdict(w io.Writer, r *analyze.Report) {
+	var defects, warnings int
+	for _, f := range r.Findings {
+		switch f.Severity {
+		case analyze.Defect:
+			defects++
+		case analyze.Warning:
+			warnings++
+		}
+	}
+	what := r.Format
+	if r.LayoutName != "" {
+		what += ", layout " + r.LayoutName
+	}
+	if r.Guessed {
+		what += " (guessed; --details says how)"
+	}
+	ids := countOf(r.Count, "ID", "IDs")
+	switch {
+	case defects > 0:
+		fmt.Fprintf(w, "NOT clean: %s", countOf(defects, "defect", "defects"))
+		if warnings > 0 {
+			fmt.Fprintf(w, " and %s", countOf(warnings, "warning", "warnings"))
+		}
+		fmt.Fprintf(w, " in %s of %s\n", ids, what)
+	case warnings > 0:
+		fmt.Fprintf(w, "NOT clean: no defect, but %s in %s of %s\n", countOf(warnings, "warning", "warnings"), ids, what)
+	default:
+		fmt.Fprintf(w, "clean: no defect and no warning in %s of %s\n", ids, what)
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "  %-8s %-10s %s\n", f.Severity, f.Kind, f.Message)
+	}
+}
+
+// countOf is n and the noun, singular when n is 1.
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// writeAnalysisText prints the statistics behind the verdict.
 func writeAnalysisText(w io.Writer, r *analyze.Report) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	format := r.Format
@@ -141,16 +208,16 @@ func writeAnalysisText(w io.Writer, r *analyze.Report) {
 	if r.Guessed {
 		p("            guessed: %s", r.GuessNote)
 	}
-	p("ids         %d (%d lines, %d not IDs)", r.Count, r.Lines, r.Invalid.Count)
+	p("ids         %d (%s, %s)", r.Count, countOf(r.Lines, "line", "lines"), countOf(r.Invalid.Count, "not an ID", "not IDs"))
 	d := r.Duplicates
-	p("duplicates  %d extra copies of %d values (%d distinct IDs)", d.Extra, d.Values, d.Distinct)
+	p("duplicates  %s of %s (%s)", countOf(d.Extra, "extra copy", "extra copies"), countOf(d.Values, "value", "values"), countOf(d.Distinct, "distinct ID", "distinct IDs"))
 	for _, x := range d.Examples {
 		p("            %s x%d on lines %s", x.ID, x.Times, joinLines(x.Lines))
 	}
 	o := r.Order
 	p("order       overall: %s", orderLine(o.Overall))
 	if o.Workers > 0 {
-		p("            per worker (%d workers): %s", o.Workers, orderLine(o.Worst))
+		p("            per worker (%s): %s", countOf(o.Workers, "worker", "workers"), orderLine(o.Worst))
 		for i, wo := range o.PerWorker {
 			if i == 5 || (wo.Descents == 0 && i > 0) {
 				break
@@ -164,7 +231,7 @@ func writeAnalysisText(w io.Writer, r *analyze.Report) {
 		if t.CapacityPerTick > 0 {
 			capacity = fmt.Sprintf(" (a worker may issue %d)", t.CapacityPerTick)
 		}
-		p("            %.1f IDs/s; peak %d IDs in one tick of %v at %s%s", t.RatePerSecond, t.PeakPerTick, t.Tick, t.PeakAt.Format(stampFormat), capacity)
+		p("            %.1f IDs/s; peak %s in one tick of %v at %s%s", t.RatePerSecond, countOf(t.PeakPerTick, "ID", "IDs"), t.Tick, t.PeakAt.Format(stampFormat), capacity)
 	}
 	if m := r.Mod; m != nil {
 		sample := "all IDs"
@@ -198,14 +265,6 @@ func writeAnalysisText(w io.Writer, r *analyze.Report) {
 			}
 			p("            %s %-18s %s", mark, t.Name, t.Detail)
 		}
-	}
-	if r.Clean() {
-		p("\nverdict     clean: no defect, no warning")
-	} else {
-		p("\nverdict     NOT clean")
-	}
-	for _, f := range r.Findings {
-		p("  %-8s %-10s %s", f.Severity, f.Kind, f.Message)
 	}
 }
 

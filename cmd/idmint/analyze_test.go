@@ -57,9 +57,23 @@ func TestAnalyzeGeneratedIDs(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "--check") {
 		t.Fatalf("--check on bad IDs: exit %d %s", code, errOut)
 	}
-	for _, want := range []string{"duplicates  1 extra copies of 1 values", "lines 101, 102", "defect   duplicates", "defect   disorder", "largest displacement 1000", "NOT clean"} {
+	// The verdict first, in plain words and the singular where it is one;
+	// the statistics only with --details.
+	if !strings.HasPrefix(out, "NOT clean: ") || !strings.Contains(out, " defects in 5001 IDs of snowflake, layout twitter (guessed; --details says how)\n  defect   duplicates 1 duplicate ID: ") {
+		t.Errorf("text report does not start with the verdict:\n%s", out)
+	}
+	for _, want := range []string{"1 duplicate ID: ", "(lines 101, 102)", "defect   disorder   2 IDs are lower than", "--details"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "duplicates  ") || strings.Contains(out, "1 duplicate IDs") {
+		t.Errorf("statistics without --details, or a plural for one:\n%s", out)
+	}
+	code, out, _ = runCLI(t, "analyze", badFile, "--details")
+	for _, want := range []string{"NOT clean", "duplicates  1 extra copy of 1 value (5000 distinct IDs)", "lines 101, 102", "largest displacement 1000", "per worker (1 worker)"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("--details: exit %d, report lacks %q:\n%s", code, want, out)
 		}
 	}
 	page, err := os.ReadFile(htmlFile)
@@ -81,8 +95,12 @@ func TestAnalyzeStdinAndErrors(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
 	e := &env{stdin: strings.NewReader("5\n3\n4\n"), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-	if code := run(context.Background(), e, []string{"analyze", "-", "--format", "integer"}); code != 0 || !strings.Contains(out.String(), "format      integer") {
+	if code := run(context.Background(), e, []string{"analyze", "-", "--format", "integer"}); code != 0 || !strings.Contains(out.String(), "in 3 IDs of integer") {
 		t.Fatalf("stdin: exit %d %s %s", code, out.String(), errb.String())
+	}
+	// Standard error is no terminal here: no progress line on it.
+	if errb.Len() != 0 {
+		t.Fatalf("stderr %q; want nothing when it is not a terminal", errb.String())
 	}
 	for _, c := range []struct {
 		args []string
@@ -100,5 +118,21 @@ func TestAnalyzeStdinAndErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
 		}
+	}
+}
+
+// The progress line redraws itself (a carriage return, no newline) with
+// the lines read.
+func TestAnalyzeProgressLine(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	p := progressLine(&b)
+	p(65536)
+	p(70000)
+	if got := b.String(); got != "\ridmint analyze: 65536 lines read\ridmint analyze: 70000 lines read" {
+		t.Fatalf("progress %q", got)
+	}
+	if isTerminal(&b) {
+		t.Fatal("a buffer taken for a terminal")
 	}
 }
