@@ -35,7 +35,7 @@ const warmLot = 500
 // warmClaims is how many keys of a warm-up batch finish their load (the
 // witness claim, the buffer) at once: concurrent claims share an fsync in
 // the data directory's witness.
-const warmClaims = 64
+const warmClaims = 128
 
 // warmState gathers a warm-up's outcome.
 type warmState struct {
