@@ -246,6 +246,64 @@ func (s *Store) Allocate(ctx context.Context, key string, step int64) (segment.S
 	if err != nil {
 		return segment.Segment{}, scriptErr("allocate", key, err)
 	}
+	return allocated(key, res)
+}
+
+var _ segment.BatchAllocator = (*Store)(nil)
+
+// AllocateMany runs Allocate's script for every request in one pipeline:
+// one round trip, each key's allocation atomic on its own. A request the
+// script refuses (unknown key, bad step, overflow) fails alone; a script
+// the server does not have cached (after a restart) is loaded and its
+// requests sent again, which is safe because EVALSHA refused them
+// without running anything.
+func (s *Store) AllocateMany(ctx context.Context, reqs []segment.AllocateRequest) ([]segment.Allocation, error) {
+	out, err := segment.CheckBatch(reqs)
+	if err != nil {
+		return nil, err
+	}
+	todo := make([]int, 0, len(reqs))
+	for i := range reqs {
+		if out[i].Err == nil {
+			todo = append(todo, i)
+		}
+	}
+	for try := 0; len(todo) > 0; try++ {
+		now := s.now()
+		pipe := s.c.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for j, i := range todo {
+			cmds[j] = allocScript.EvalSha(ctx, pipe, []string{s.hashKey(reqs[i].Key)}, strconv.FormatInt(reqs[i].Step, 10), now)
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		var again []int
+		for j, i := range todo {
+			res, err := cmds[j].StringSlice()
+			var rerr redis.Error
+			switch {
+			case err == nil:
+				out[i].Segment, out[i].Err = allocated(reqs[i].Key, res)
+			case redis.HasErrorPrefix(err, "NOSCRIPT") && try == 0:
+				again = append(again, i)
+			case errors.As(err, &rerr):
+				out[i].Err = scriptErr("allocate", reqs[i].Key, err)
+			default: // the connection: what the server did is unknown
+				return nil, fmt.Errorf("redisstore: allocate %d keys: %w", len(reqs), err)
+			}
+		}
+		if len(again) > 0 {
+			if err := allocScript.Load(ctx, s.c).Err(); err != nil {
+				return nil, fmt.Errorf("redisstore: allocate %d keys: load the script: %w", len(reqs), err)
+			}
+		}
+		todo = again
+	}
+	return out, nil
+}
+
+// allocated reads the allocation script's answer for key.
+func allocated(key string, res []string) (segment.Segment, error) {
+	var err error
 	if len(res) != 3 {
 		return segment.Segment{}, fmt.Errorf("redisstore: allocate %q: script returned %d values", key, len(res))
 	}
