@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,18 @@ const (
 // strategies this client does not know.
 var batched = map[string]bool{"snowflake": true, "ticket": true, "redis": true, "segment": true}
 
+// How the prefetch distance follows the draw (see targetLocked).
+const (
+	// rateWindow is the shortest interval a draw rate is measured over.
+	rateWindow = 10 * time.Millisecond
+	// rateDecay is the time constant the rate estimate falls with when
+	// the draw slows: after a drop it halves about every 1.4 s.
+	rateDecay = 2 * time.Second
+	// latWindow is how many recent refill requests the refill latency is
+	// the slowest of.
+	latWindow = 64
+)
+
 // chunk is one range or batch. next is the index of the next ID to hand
 // out; whoever's atomic add returns i < n owns ID i, so each is handed out
 // once. Past n the chunk is used up.
@@ -30,7 +44,7 @@ type chunk struct {
 	next  atomic.Int64
 	first int64   // a range: IDs first..first+n-1
 	n     int64   // IDs in the chunk
-	low   int64   // the index whose taker starts a refill (half the chunk)
+	low   int64   // the index whose taker checks the prefetch distance (half the chunk)
 	ids   []int64 // a batch: the IDs; nil for a range
 }
 
@@ -57,15 +71,72 @@ func (ch *chunk) reserve(want int64) (i, m int64) {
 	}
 }
 
-// flight is one refill; err is set before done is closed.
-type flight struct {
-	done chan struct{}
-	err  error
+// left is how many IDs the chunk still holds.
+func (ch *chunk) left() int64 { return max(0, ch.n-ch.next.Load()) }
+
+// copyTo writes IDs [i, i+m) of the chunk to dst.
+func (ch *chunk) copyTo(dst []int64, i, m int64) {
+	if ch.ids != nil {
+		copy(dst, ch.ids[i:i+m])
+		return
+	}
+	for j := range m {
+		dst[j] = ch.first + i + j
+	}
+}
+
+// waiter is a call that found the buffer of a prefetched key empty. It
+// waits in line (keyState.waiters): refilled IDs go to the calls in line
+// in the order they joined it before anyone else may take them.
+type waiter struct {
+	dst []int64 // Next, NextN: IDs wanted; dst[:got] is filled. nil for Range
+	got int
+	// Range: up to want contiguous IDs; it gets [first, first+count).
+	want, count, first int64
+
+	ready chan struct{}      // closed when it leaves the line: served, or sent back (err)
+	err   error              // why it was sent back (errLookAgain, ErrClosed); nil when served
+	out   bool               // it left the line (k.mu)
+	stop  context.CancelFunc // ends its backoff early; nil when not backing off (k.mu)
+}
+
+// errLookAgain sends a waiter back to look at its key again: the key
+// turned out not to be prefetched.
+var errLookAgain = errors.New("client: look again")
+
+// takeFrom serves w from ch as far as ch goes; it reports whether w has
+// all it wants.
+func (w *waiter) takeFrom(ch *chunk) bool {
+	if w.dst == nil {
+		want := w.want
+		if ch.ids != nil {
+			want = 1
+		}
+		i, m := ch.reserve(want)
+		if m == 0 {
+			return false
+		}
+		if ch.ids != nil {
+			w.first = ch.ids[i]
+		} else {
+			w.first = ch.first + i
+		}
+		w.count = m
+		return true
+	}
+	i, m := ch.reserve(int64(len(w.dst) - w.got))
+	if m == 0 {
+		return false
+	}
+	ch.copyTo(w.dst[w.got:], i, m)
+	w.got += int(m)
+	return w.got == len(w.dst)
 }
 
 // keyState is one key's buffer: the current chunk, consumed lock-free,
-// and a queue of chunks behind it, refilled in the background; or, for a
-// key that is not prefetched, the requests its calls share (co).
+// and a queue of chunks behind it, refilled in the background by up to
+// MaxRefills requests at a time; or, for a key that is not prefetched,
+// the requests its calls share (co).
 type keyState struct {
 	name, token string
 	c           *Client
@@ -75,21 +146,38 @@ type keyState struct {
 	ranged      atomic.Bool            // a direct key's calls are served from ranges (monotonic keys)
 	co          coalescer
 
-	mu        sync.Mutex
-	strategy  string
-	epoch     uint64   // counts resets: a refill started before one buffers nothing
-	gens      []string // the key's generation on each endpoint (by index), "" before an answer said
-	queue     []*chunk
-	queued    int64         // IDs in queue
-	fl        *flight       // the running refill, nil if none
-	wake      chan struct{} // closed (and replaced) when a chunk arrives or a refill ends
-	batch     int64         // IDs the next refill asks for
-	lastStart time.Duration // when the last refill started (client mono time)
-	started   bool          // a sized refill ran before
-	starved   bool          // a caller found the buffer empty since the last refill started
+	mu       sync.Mutex
+	strategy string
+	epoch    uint64   // counts resets: a refill started before one buffers nothing
+	gens     []string // the key's generation on each endpoint (by index), "" before an answer said
+	queue    []*chunk // behind cur; ranges in increasing order
+	queued   int64    // IDs in queue
+	waiters  []*waiter
+	failed   chan struct{} // closed (and replaced) when a refill brought nothing
+	failErr  error         // that refill's error
+
+	inflight int   // refill requests running
+	probing  bool  // one of them is the probe that learns the strategy
+	asked    int64 // IDs the running requests asked for
+	expected int64 // IDs they are expected to bring (a range answer ends with its segment)
+	lastGot  int64 // what range answers bring, about: max(last, previous/2)
+
+	// The draw rate, estimated from the IDs that left the buffer.
+	supplied    int64 // IDs that entered the buffer (or went to a waiter)
+	rate        float64
+	sampled     bool
+	sampleAt    time.Duration
+	sampleDrawn int64
+	hungry      bool // a call joined the line since the last sample
+
+	lats   [latWindow]time.Duration // durations of recent refill requests that brought IDs
+	latN   int
+	latMax time.Duration // the slowest of them
+	target int64         // the last distance computed
 
 	refills, refillErrors atomic.Int64
 	requests, resets      atomic.Int64 // shared requests of calls (direct keys); buffers dropped
+	waits                 waitStats
 }
 
 // heard records what an answer of e said: e's node name, the key's
@@ -130,7 +218,8 @@ func (k *keyState) heard(e *endpoint, m meta) bool {
 }
 
 // resetLocked drops what the key holds and forgets its strategy: the
-// next call probes it again. k.mu is held.
+// next refill probes it again. Calls in line keep their places. k.mu is
+// held.
 func (k *keyState) resetLocked() {
 	k.epoch++
 	k.resets.Add(1)
@@ -140,9 +229,7 @@ func (k *keyState) resetLocked() {
 	k.strategy = ""
 	k.mode.Store(modeUnknown)
 	k.ranged.Store(false)
-	k.batch, k.started, k.starved = int64(k.c.opts.MinBatch), false, false
-	close(k.wake)
-	k.wake = make(chan struct{})
+	k.sampled = false
 }
 
 // leaderEndpoint is the endpoint of the node the key's answers name as
@@ -175,10 +262,15 @@ func (k *keyState) textErr() error {
 
 func (k *keyState) buffered() int64 {
 	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.levelLocked()
+}
+
+// levelLocked is how many IDs the buffer holds; k.mu is held.
+func (k *keyState) levelLocked() int64 {
 	n := k.queued
-	k.mu.Unlock()
 	if ch := k.cur.Load(); ch != nil {
-		n += max(0, ch.n-ch.next.Load())
+		n += ch.left()
 	}
 	return n
 }
@@ -205,13 +297,7 @@ func (k *keyState) take(dst []int64) int {
 		if i <= ch.low && ch.low < i+m {
 			k.kick()
 		}
-		if ch.ids != nil {
-			copy(dst[got:], ch.ids[i:i+m])
-		} else {
-			for j := range m {
-				dst[got+int(j)] = ch.first + i + j
-			}
-		}
+		ch.copyTo(dst[got:], i, m)
 		got += int(m)
 	}
 	return got
@@ -225,104 +311,195 @@ func (k *keyState) promote(old *chunk) bool {
 	if k.cur.Load() != old {
 		return true
 	}
+	if !k.promoteLocked() {
+		return false
+	}
+	k.topUpLocked()
+	return true
+}
+
+// promoteLocked makes the first queued chunk current; k.mu is held.
+func (k *keyState) promoteLocked() bool {
 	if len(k.queue) == 0 {
 		return false
 	}
 	ch := k.queue[0]
 	k.queue[0] = nil
 	k.queue = k.queue[1:]
-	k.queued -= ch.n
+	k.queued -= ch.left()
 	k.cur.Store(ch)
 	return true
 }
 
-// kick starts a background refill when the buffer runs low: the taker of
-// a chunk's low-water index calls it.
+// kick checks the prefetch distance: the taker of a chunk's low index
+// calls it.
 func (k *keyState) kick() {
 	if m := k.mode.Load(); m == modeDirect || m == modeText {
 		return
 	}
 	k.mu.Lock()
-	if k.fl == nil && k.queued < k.batch/2 && !k.c.closed.Load() {
-		k.startLocked()
-	}
+	k.topUpLocked()
 	k.mu.Unlock()
 }
 
-// await waits until the buffer may have IDs: at once if it has, else
-// until a chunk arrives or the refill ends (starting one if none runs). It
-// returns the refill's error when it brought nothing.
-func (k *keyState) await(ctx context.Context) error {
-	k.mu.Lock()
-	if ch := k.cur.Load(); len(k.queue) > 0 || (ch != nil && ch.next.Load() < ch.n) {
-		k.mu.Unlock()
-		return nil
+// observeLocked updates the draw rate estimate. The rate is measured over
+// at least rateWindow from the IDs that left the buffer. It rises at once
+// to what was measured, and twice that when a call had to wait meanwhile
+// (the draw was held back by the supply; CosId's safe distance grows
+// with hunger the same way); it falls with the time constant rateDecay.
+// k.mu is held.
+func (k *keyState) observeLocked(now time.Duration, level int64) {
+	drawn := k.supplied - level
+	if !k.sampled {
+		k.sampled, k.sampleAt, k.sampleDrawn, k.hungry = true, now, drawn, false
+		return
 	}
-	k.starved = true
-	f := k.fl
-	if f == nil {
-		f = k.startLocked()
+	dt := now - k.sampleAt
+	if dt < rateWindow {
+		return
 	}
-	w := k.wake
-	k.mu.Unlock()
-	select {
-	case <-w:
-	case <-ctx.Done():
-		return ctx.Err()
+	r := float64(max(0, drawn-k.sampleDrawn)) / dt.Seconds()
+	if k.hungry {
+		r *= 2
 	}
-	select {
-	case <-f.done:
-		return f.err
-	default:
-		return nil
-	}
+	est := k.rate * math.Exp(-dt.Seconds()/rateDecay.Seconds())
+	k.rate = max(est, r)
+	k.sampleAt, k.sampleDrawn, k.hungry = now, drawn, false
 }
 
-// sizeLocked picks the next refill's size. Like Leaf's dynamic step
-// (SegmentIDGenImpl.updateSegmentFromDb: a segment used up in less than
-// 15 minutes doubles the step, one that lasted over 30 halves it), a
-// refill that comes sooner than RefillEvery after the previous one doubles
-// the batch and one that comes later than twice that halves it. A caller
-// that found the buffer empty doubles it at once: the buffer must stay
-// ahead of consumption (CosId's safe distance grows with hunger).
-func (k *keyState) sizeLocked() int64 {
-	now := k.c.clk.Mono()
+// targetLocked is the prefetch distance: how many IDs the client keeps
+// ahead of its callers (held, or asked for by refills in flight). It
+// covers the draw for two refill round trips and a failover:
+//
+//	rate × (2 × latency + failover)
+//
+// where latency is the slowest of the last 64 refill requests (their
+// p99, about) and failover is how long a request waits before another
+// endpoint is asked too (HedgeAfter; AttemptTimeout without hedging). It
+// is at least MinBatch and at most MaxPrefetch. k.mu is held.
+func (k *keyState) targetLocked() int64 {
 	o := &k.c.opts
-	if k.started {
-		since := now - k.lastStart
-		switch {
-		case k.starved, since < o.RefillEvery:
-			k.batch *= 2
-		case since > 2*o.RefillEvery:
-			k.batch /= 2
+	failover := o.HedgeAfter
+	if failover <= 0 {
+		failover = o.AttemptTimeout
+	}
+	cover := 2*k.latMax + failover
+	t := int64(min(k.rate*cover.Seconds(), float64(o.MaxPrefetch)))
+	k.target = min(max(t, int64(o.MinBatch)), int64(o.MaxPrefetch))
+	return k.target
+}
+
+// batchLocked is how many IDs one refill request asks for: what the draw
+// takes in RefillEvery, between MinBatch and MaxBatch. k.mu is held.
+func (k *keyState) batchLocked() int64 {
+	o := &k.c.opts
+	b := int64(min(k.rate*o.RefillEvery.Seconds(), float64(o.MaxBatch)))
+	return min(max(b, int64(o.MinBatch)), int64(o.MaxBatch))
+}
+
+// askLocked is what the next refill request asks for, given level IDs
+// held; 0 when it should not be sent. A range request asks for about
+// twice what range answers bring (they end with the server's segment),
+// so the IDs asked for stay near those that come; all requests in flight
+// and the IDs held stay within MaxPrefetch. k.mu is held.
+func (k *keyState) askLocked(level int64) int64 {
+	o := &k.c.opts
+	size := k.batchLocked()
+	ask := min(size, int64(o.MaxPrefetch)-level-k.asked)
+	switch k.mode.Load() {
+	case modeRange:
+		if k.lastGot > 0 {
+			ask = min(ask, max(2*k.lastGot, int64(o.MinBatch)))
 		}
-		k.batch = min(max(k.batch, int64(o.MinBatch)), int64(o.MaxBatch))
+	case modeBatch:
+		ask = min(ask, k.c.maxCount.Load())
 	}
-	k.started = true
-	k.starved = false
-	k.lastStart = now
-	return k.batch
+	if ask < 1 || (ask < min(size, int64(o.MinBatch)) && (level > 0 || k.inflight > 0)) {
+		return 0
+	}
+	return ask
 }
 
-// startLocked starts a refill; k.mu is held.
-func (k *keyState) startLocked() *flight {
-	f := &flight{done: make(chan struct{})}
-	k.fl = f
-	size := int64(1)
-	if k.mode.Load() != modeUnknown {
-		size = k.sizeLocked()
+// topUpLocked starts refill requests until the IDs held and those
+// expected from requests in flight reach the prefetch distance, at most
+// MaxRefills at a time. A key whose strategy is not known yet is probed
+// once someone waits for it; keys that are not prefetched never refill.
+// k.mu is held.
+func (k *keyState) topUpLocked() {
+	c := k.c
+	if c.closed.Load() {
+		return
 	}
+	switch k.mode.Load() {
+	case modeUnknown:
+		if len(k.waiters) > 0 && !k.probing {
+			k.probing = true
+			k.startLocked(1, 1)
+		}
+		return
+	case modeRange, modeBatch:
+	default:
+		return
+	}
+	level := k.levelLocked()
+	k.observeLocked(c.clk.Mono(), level)
+	target := k.targetLocked()
+	for k.inflight < c.opts.MaxRefills && level+k.expected < target {
+		ask := k.askLocked(level)
+		if ask == 0 {
+			return
+		}
+		exp := ask
+		if k.mode.Load() == modeRange && k.lastGot > 0 {
+			exp = min(ask, k.lastGot)
+		}
+		k.startLocked(ask, exp)
+	}
+}
+
+// startLocked starts a refill request for ask IDs, expected to bring exp;
+// k.mu is held.
+func (k *keyState) startLocked(ask, exp int64) {
+	k.inflight++
+	k.asked += ask
+	k.expected += exp
 	k.c.wg.Add(1)
-	go k.refill(f, size, k.epoch)
-	return f
+	go k.refill(ask, exp, k.epoch)
 }
 
-// pushLocked queues a chunk and wakes waiters.
+// pushLocked hands a refilled chunk to the calls in line, first come
+// first served, and queues what is left. k.mu is held.
 func (k *keyState) pushLocked(ch *chunk) {
-	k.queue = append(k.queue, ch)
-	k.queued += ch.n
-	close(k.wake)
-	k.wake = make(chan struct{})
+	k.supplied += ch.n
+	for len(k.waiters) > 0 {
+		w := k.waiters[0]
+		if !w.takeFrom(ch) {
+			break // ch is used up; w keeps its place at the head
+		}
+		k.waiters[0] = nil
+		k.waiters = k.waiters[1:]
+		k.releaseLocked(w, nil)
+	}
+	left := ch.left()
+	if left == 0 {
+		return
+	}
+	i := len(k.queue)
+	if ch.ids == nil {
+		// Ranges in increasing order: requests in flight at once answer
+		// in any order, and IDs handed out should still trend upwards.
+		i, _ = slices.BinarySearchFunc(k.queue, ch.first, func(q *chunk, first int64) int {
+			if q.ids != nil || q.first < first {
+				return -1
+			}
+			return 1
+		})
+	}
+	k.queue = slices.Insert(k.queue, i, ch)
+	k.queued += left
+	if cur := k.cur.Load(); cur == nil || cur.left() == 0 {
+		k.promoteLocked()
+	}
 }
 
 // push queues a chunk fetched by a refill that started at epoch, unless
@@ -338,12 +515,141 @@ func (k *keyState) push(epoch uint64, ch *chunk) bool {
 	return true
 }
 
-// RefillEvent describes one refill.
+// releaseLocked sends w out of the line: served (err nil) or back to its
+// caller with err. k.mu is held.
+func (k *keyState) releaseLocked(w *waiter, err error) {
+	w.err, w.out = err, true
+	close(w.ready)
+	if w.stop != nil {
+		w.stop()
+	}
+}
+
+// releaseAllLocked sends every call in line back with err; k.mu is held.
+func (k *keyState) releaseAllLocked(err error) {
+	for _, w := range k.waiters {
+		k.releaseLocked(w, err)
+	}
+	clear(k.waiters)
+	k.waiters = k.waiters[:0]
+}
+
+// leave takes w out of the line unless it left already (served or sent
+// back); it reports whether it did. IDs already written to w.dst are
+// gaps.
+func (k *keyState) leave(w *waiter) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if w.out {
+		return false
+	}
+	w.out = true
+	if i := slices.Index(k.waiters, w); i >= 0 {
+		k.waiters = slices.Delete(k.waiters, i, i+1)
+	}
+	return true
+}
+
+// line serves w from the buffer or, when it is empty, puts w in line
+// behind the calls waiting already and waits until refills have served
+// it, ctx ends, or a refill fails for good. A retryable failure is waited
+// out in line, with backoff, so the call keeps its place. It returns nil
+// when w is served, errLookAgain when the key is not prefetched after
+// all, or the error to return.
+func (k *keyState) line(ctx context.Context, w *waiter) error {
+	c := k.c
+	k.mu.Lock()
+	if len(k.waiters) == 0 {
+		for {
+			if ch := k.cur.Load(); ch != nil && w.takeFrom(ch) {
+				k.topUpLocked()
+				k.mu.Unlock()
+				return nil
+			}
+			if !k.promoteLocked() {
+				break
+			}
+		}
+	}
+	if m := k.mode.Load(); m == modeDirect || m == modeText {
+		k.mu.Unlock()
+		return errLookAgain
+	}
+	if c.closed.Load() {
+		k.mu.Unlock()
+		return ErrClosed
+	}
+	w.ready = make(chan struct{})
+	k.waiters = append(k.waiters, w)
+	k.hungry = true
+	k.topUpLocked()
+	if k.failed == nil {
+		k.failed = make(chan struct{})
+	}
+	fails := k.failed
+	k.mu.Unlock()
+
+	start := c.clk.Mono()
+	defer func() { k.waits.record(c.clk.Mono() - start) }()
+	var last error
+	for {
+		select {
+		case <-w.ready:
+			return w.err
+		case <-ctx.Done():
+			if !k.leave(w) {
+				return w.err // served or sent back meanwhile
+			}
+			return &WaitError{Key: k.name, Ctx: ctx.Err(), Last: last}
+		case <-fails:
+		}
+		k.mu.Lock()
+		err := k.failErr
+		fails = k.failed
+		k.mu.Unlock()
+		if c.closed.Load() {
+			if !k.leave(w) {
+				return w.err
+			}
+			return ErrClosed
+		}
+		if !retryable(err) {
+			if !k.leave(w) {
+				return w.err
+			}
+			return fmt.Errorf("client: key %q: %w", k.name, err)
+		}
+		last = err
+		d := c.opts.MinBackoff
+		var u *unavailable
+		if errors.As(err, &u) && u.retryAt > 0 {
+			d = max(d, u.retryAt-c.clk.Mono())
+		}
+		// Back off in line: a refill that serves w meanwhile ends the
+		// pause.
+		pctx, cancel := context.WithCancel(ctx)
+		k.mu.Lock()
+		if !w.out {
+			w.stop = cancel
+		}
+		k.mu.Unlock()
+		c.clk.Sleep(pctx, d)
+		cancel()
+		k.mu.Lock()
+		w.stop = nil
+		if !w.out {
+			k.topUpLocked()
+		}
+		k.mu.Unlock()
+	}
+}
+
+// RefillEvent describes one refill request.
 type RefillEvent struct {
 	Key    string
 	Asked  int64         // IDs asked for
 	Got    int64         // IDs received
-	Ranges []Range       // for range refills: the ranges received, in order
+	Ranges []Range       // for range refills: the range received
 	Took   time.Duration // from start to end
 	Err    error         // why it got fewer than asked, if it did
 }
@@ -351,24 +657,20 @@ type RefillEvent struct {
 // Range is a block of contiguous IDs [First, First+Count).
 type Range struct{ First, Count int64 }
 
-// refill fetches size IDs into the queue, request by request (at most
-// maxCount each, lowered when a server refuses that many), and ends the
-// flight. It stops, buffering nothing more, once the key is reset (an
-// answer said it changed): epoch is the key's when the refill started.
-func (k *keyState) refill(f *flight, size int64, epoch uint64) {
+// refill sends one refill request for ask IDs (at most maxCount for a
+// batch, lowered when a server refuses that many), queues what it brings
+// and checks the prefetch distance again. It buffers nothing once the key
+// is reset (an answer said it changed): epoch is the key's when the
+// refill started. exp is what it was expected to bring.
+func (k *keyState) refill(ask, exp int64, epoch uint64) {
 	c := k.c
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
 	defer cancel()
 	start := c.clk.Mono()
-	ev := RefillEvent{Key: k.name, Asked: size}
+	ev := RefillEvent{Key: k.name, Asked: ask}
 	var err error
-	// stale reports that the key was reset since the refill started.
-	stale := func() bool {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		return k.epoch != epoch
-	}
+	probe := k.mode.Load() == modeUnknown
 	switch k.mode.Load() {
 	case modeUnknown:
 		err = k.probe(ctx, epoch)
@@ -376,8 +678,8 @@ func (k *keyState) refill(f *flight, size int64, epoch uint64) {
 			ev.Got = 1
 		}
 	case modeRange:
-		for ev.Got < size && err == nil && !stale() {
-			n := c.rangeCount(size - ev.Got)
+		for {
+			n := c.rangeCount(ask)
 			var r Range
 			r, err = do(ctx, c.pool, k.name, nil, func(ctx context.Context, e *endpoint) (Range, error) {
 				first, count, m, err := e.t.rangeOf(ctx, k.name, k.token, n)
@@ -395,20 +697,17 @@ func (k *keyState) refill(f *flight, size int64, epoch uint64) {
 				break
 			}
 			if c.fewerInRange(err, n) {
-				err = nil
 				continue
 			}
-			if err == nil {
-				if r.Count == 0 || !k.push(epoch, newChunk(r.First, r.Count, nil)) {
-					break
-				}
-				ev.Got += r.Count
-				ev.Ranges = append(ev.Ranges, r)
+			if err == nil && r.Count > 0 && k.push(epoch, newChunk(r.First, r.Count, nil)) {
+				ev.Got = r.Count
+				ev.Ranges = []Range{r}
 			}
+			break
 		}
 	case modeBatch:
-		for ev.Got < size && err == nil && !stale() {
-			n := c.count(size - ev.Got)
+		for {
+			n := c.count(ask)
 			var ids []int64
 			ids, err = do(ctx, c.pool, k.name, nil, func(ctx context.Context, e *endpoint) ([]int64, error) {
 				ids, text, m, err := e.t.ids(ctx, k.name, k.token, n)
@@ -421,30 +720,50 @@ func (k *keyState) refill(f *flight, size int64, epoch uint64) {
 				return ids, err
 			})
 			if c.fewer(err, n) {
-				err = nil
 				continue
 			}
-			if err == nil {
-				if len(ids) == 0 || !k.push(epoch, newChunk(0, int64(len(ids)), ids)) {
-					break
-				}
-				ev.Got += int64(len(ids))
+			if err == nil && len(ids) > 0 && k.push(epoch, newChunk(0, int64(len(ids)), ids)) {
+				ev.Got = int64(len(ids))
 			}
+			break
 		}
 	}
 	ev.Took, ev.Err = c.clk.Mono()-start, err
-	if ev.Got > 0 {
-		k.refills.Add(1)
-		err = nil
-	} else {
-		k.refillErrors.Add(1)
-	}
 	k.mu.Lock()
-	f.err = err
-	k.fl = nil
-	close(f.done)
-	close(k.wake)
-	k.wake = make(chan struct{})
+	k.inflight--
+	k.asked -= ask
+	k.expected -= exp
+	if probe {
+		k.probing = false
+		if m := k.mode.Load(); err == nil && (m == modeDirect || m == modeText) {
+			k.releaseAllLocked(errLookAgain)
+		}
+	}
+	switch {
+	case ev.Got > 0:
+		k.refills.Add(1)
+		k.lats[k.latN%latWindow] = ev.Took
+		k.latN++
+		k.latMax = slices.Max(k.lats[:min(k.latN, latWindow)])
+		if len(ev.Ranges) > 0 {
+			k.lastGot = max(ev.Got, k.lastGot/2)
+		}
+		k.topUpLocked()
+	case err != nil:
+		// The calls in line back off before they try again: no refill
+		// starts here, or a cluster that is down would be asked in a
+		// loop.
+		k.refillErrors.Add(1)
+		k.failErr = err
+		if k.failed != nil {
+			close(k.failed)
+		}
+		k.failed = make(chan struct{})
+	default:
+		// Nothing came and nothing failed: the key changed (or turned
+		// out not to be prefetched).
+		k.topUpLocked()
+	}
 	k.mu.Unlock()
 	if h := c.opts.Hooks.Refill; h != nil {
 		h(ev)
@@ -497,4 +816,35 @@ func (k *keyState) probe(ctx context.Context, epoch uint64) error {
 	}
 	k.pushLocked(newChunk(0, 1, a.ids))
 	return nil
+}
+
+// waitBounds are the upper bounds of the wait histogram's buckets.
+var waitBounds = [...]time.Duration{
+	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
+
+// waitStats counts the calls that waited for a refill and how long.
+type waitStats struct {
+	n, total, max atomic.Int64 // calls; nanoseconds in all; the longest
+	buckets       [len(waitBounds)]atomic.Int64
+}
+
+func (s *waitStats) record(d time.Duration) {
+	s.n.Add(1)
+	s.total.Add(int64(d))
+	for {
+		m := s.max.Load()
+		if int64(d) <= m || s.max.CompareAndSwap(m, int64(d)) {
+			break
+		}
+	}
+	for i, b := range waitBounds {
+		if d <= b {
+			s.buckets[i].Add(1)
+			break
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
@@ -120,6 +121,11 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.cancel()
+	for _, k := range *c.keys.Load() {
+		k.mu.Lock()
+		k.releaseAllLocked(ErrClosed)
+		k.mu.Unlock()
+	}
 	c.wg.Wait()
 	c.closeTransports()
 	return nil
@@ -167,7 +173,7 @@ func (c *Client) key(name string) (*keyState, error) {
 	old := *c.keys.Load()
 	k, ok := old[name]
 	if !ok {
-		k = &keyState{name: name, c: c, batch: int64(c.opts.MinBatch), wake: make(chan struct{})}
+		k = &keyState{name: name, c: c}
 		k.token = c.opts.Token
 		if t, ok := c.opts.Tokens[name]; ok {
 			k.token = t
@@ -265,7 +271,6 @@ func (c *Client) Range(ctx context.Context, key string, n int64) (first, count i
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	var last error
 	for {
 		switch k.mode.Load() {
 		case modeBatch, modeDirect:
@@ -295,7 +300,14 @@ func (c *Client) Range(ctx context.Context, key string, n int64) (first, count i
 		} else if k.promote(nil) {
 			continue
 		}
-		if err := c.wait(ctx, k, &last); err != nil {
+		if c.closed.Load() {
+			return 0, 0, ErrClosed
+		}
+		w := &waiter{want: n}
+		switch err := k.line(ctx, w); {
+		case err == nil:
+			return w.first, w.count, nil
+		case err != errLookAgain:
 			return 0, 0, err
 		}
 	}
@@ -366,24 +378,16 @@ func (c *Client) retry(ctx context.Context, k *keyState, dst []int64, got int, f
 			}
 			continue
 		}
-		if err := c.wait(ctx, k, &last); err != nil {
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		w := &waiter{dst: dst[got:]}
+		err := k.line(ctx, w)
+		got += w.got
+		if err != nil && err != errLookAgain {
 			return err
 		}
 	}
-}
-
-// wait waits for the buffer of k to get IDs: it starts a refill unless one
-// is running. It returns nil when the caller should look again, or the
-// error to return.
-func (c *Client) wait(ctx context.Context, k *keyState, last *error) error {
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	err := k.await(ctx)
-	if err == nil {
-		return nil
-	}
-	return c.backoff(ctx, k, err, last)
 }
 
 // backoff handles a failed attempt: a permanent failure is returned; a
@@ -451,9 +455,31 @@ type KeyStats struct {
 	Strategy     string // "" until the first answer
 	Prefetched   bool   // false for monotonic, text and unknown strategies
 	Buffered     int64  // IDs held
-	Batch        int64  // IDs the next refill asks for
-	Refills      int64  // refills that brought IDs
-	RefillErrors int64  // refills that brought none
+	Batch        int64  // IDs the next refill request asks for, at most
+	Refills      int64  // refill requests that brought IDs
+	RefillErrors int64  // refill requests that brought none
+	// Target is the prefetch distance: the IDs the client keeps held or
+	// asked for ahead of its callers, DrawRate × (2 × RefillLatency +
+	// HedgeAfter) within MinBatch and MaxPrefetch.
+	Target int64
+	// DrawRate is the estimated draw, in IDs per second (doubled while
+	// calls wait for refills).
+	DrawRate float64
+	// RefillLatency is the slowest of the last 64 refill requests that
+	// brought IDs, failovers and hedges included.
+	RefillLatency time.Duration
+	// InFlight is how many refill requests are running (at most
+	// MaxRefills).
+	InFlight int
+	// Waits counts the calls (Next, NextN, Range) that found the buffer
+	// empty and waited for a refill; WaitTotal is their waiting in all and
+	// WaitMax the longest. A call served from the buffer is not counted.
+	Waits              int64
+	WaitTotal, WaitMax time.Duration
+	// WaitBuckets is a histogram of those waits, cumulative like
+	// Prometheus's: Count calls waited at most UpTo (50µs to 10s); the
+	// others waited longer.
+	WaitBuckets []WaitBucket
 	// Requests counts the requests sent to endpoints for calls of a key
 	// that is not prefetched (concurrent calls share one; a failover or
 	// a hedge is one more).
@@ -465,6 +491,12 @@ type KeyStats struct {
 	// Leader is the node name answers gave as the key's leader (a
 	// monotonic key on etcd); "" when none did.
 	Leader string
+}
+
+// WaitBucket is one bucket of KeyStats.WaitBuckets.
+type WaitBucket struct {
+	UpTo  time.Duration
+	Count int64 // calls that waited at most UpTo
 }
 
 // EndpointStats describes one endpoint's health.
@@ -489,12 +521,21 @@ type Stats struct {
 func (c *Client) Stats() Stats {
 	var s Stats
 	for _, k := range *c.keys.Load() {
-		k.mu.Lock()
-		ks := KeyStats{Key: k.name, Strategy: k.strategy, Batch: k.batch}
-		k.mu.Unlock()
 		m := k.mode.Load()
-		ks.Prefetched = m == modeRange || m == modeBatch
-		ks.Buffered = k.buffered()
+		ks := KeyStats{Key: k.name, Prefetched: m == modeRange || m == modeBatch}
+		k.mu.Lock()
+		ks.Strategy, ks.Buffered, ks.InFlight = k.strategy, k.levelLocked(), k.inflight
+		if ks.Prefetched {
+			ks.Batch, ks.Target, ks.DrawRate, ks.RefillLatency = k.batchLocked(), k.target, k.rate, k.latMax
+		}
+		k.mu.Unlock()
+		ks.Waits, ks.WaitTotal, ks.WaitMax = k.waits.n.Load(), time.Duration(k.waits.total.Load()), time.Duration(k.waits.max.Load())
+		ks.WaitBuckets = make([]WaitBucket, len(waitBounds))
+		var sum int64
+		for i, b := range waitBounds {
+			sum += k.waits.buckets[i].Load()
+			ks.WaitBuckets[i] = WaitBucket{UpTo: b, Count: sum}
+		}
 		ks.Refills, ks.RefillErrors = k.refills.Load(), k.refillErrors.Load()
 		ks.Requests, ks.Resets, ks.Leader = k.requests.Load(), k.resets.Load(), k.leaderName()
 		s.Keys = append(s.Keys, ks)

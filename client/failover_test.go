@@ -181,39 +181,6 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// The batch doubles when refills come sooner than RefillEvery or a caller
-// starved, halves when they come later than twice that, within bounds.
-func TestBatchAdapts(t *testing.T) {
-	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := newClient(t, []string{"http://127.0.0.1:1"}, Options{Clock: fc, MinBatch: 100, MaxBatch: 800, RefillEvery: 2 * time.Second})
-	k := &keyState{c: c, batch: 100}
-	steps := []struct {
-		advance time.Duration
-		starved bool
-		want    int64
-	}{
-		{0, false, 100}, // the first sized refill keeps the batch
-		{time.Second, false, 200},
-		{time.Second, false, 400},
-		{time.Second, false, 800},
-		{time.Second, false, 800}, // MaxBatch
-		{3 * time.Second, false, 800},
-		{5 * time.Second, false, 400},
-		{10 * time.Second, true, 800}, // hunger beats a slow rate
-		{10 * time.Second, false, 400},
-		{time.Minute, false, 200},
-		{time.Minute, false, 100},
-		{time.Minute, false, 100}, // MinBatch
-	}
-	for i, s := range steps {
-		fc.Advance(s.advance)
-		k.starved = s.starved
-		if got := k.sizeLocked(); got != s.want {
-			t.Fatalf("step %d (after %v, starved %v): batch %d; want %d", i, s.advance, s.starved, got, s.want)
-		}
-	}
-}
-
 func TestOptionsAndEndpoints(t *testing.T) {
 	for _, tc := range []struct {
 		eps  []string

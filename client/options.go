@@ -37,13 +37,24 @@ type Options struct {
 	// also sent to another endpoint. Default 200ms; negative: never hedge.
 	HedgeAfter time.Duration
 
-	// RefillEvery is the interval between refills the batch size aims
-	// at. Default 2s.
+	// RefillEvery is the interval between refills of one key the size
+	// of a refill request aims at: it asks for what the draw takes in
+	// RefillEvery. Default 2s.
 	RefillEvery time.Duration
-	// MinBatch and MaxBatch bound the IDs one refill fetches. Defaults
-	// 100 and 1,000,000. A process that exits loses at most about
-	// 1.5×MaxBatch IDs per key (gaps, never reissued).
+	// MinBatch and MaxBatch bound the IDs one refill request asks for.
+	// Defaults 100 and 1,000,000.
 	MinBatch, MaxBatch int
+	// MaxPrefetch bounds the prefetch distance: the IDs of one key the
+	// client holds plus those its refills in flight asked for. The
+	// distance follows the draw (see docs/client.md), so the bound is
+	// reached only by a key drawn flat out. A process that exits loses
+	// at most MaxPrefetch IDs per key (gaps, never reissued); IDs of
+	// batch keys (snowflake, ticket, redis) cost 8 bytes each while held,
+	// ranges (segment keys) nothing. Default 4×MaxBatch.
+	MaxPrefetch int
+	// MaxRefills is how many refill requests of one prefetched key may be
+	// in flight at once. Default 8.
+	MaxRefills int
 	// MaxCount is the most IDs one request asks for: the servers'
 	// max_count. Default 10000, the server's default.
 	MaxCount int
@@ -87,6 +98,12 @@ func (o *Options) setDefaults() {
 	if o.MaxBatch == 0 {
 		o.MaxBatch = 1_000_000
 	}
+	if o.MaxPrefetch == 0 {
+		o.MaxPrefetch = 4 * max(o.MaxBatch, o.MinBatch)
+	}
+	if o.MaxRefills == 0 {
+		o.MaxRefills = 8
+	}
 	if o.MaxCount == 0 {
 		o.MaxCount = 10000
 	}
@@ -124,6 +141,12 @@ func (o *Options) validate() error {
 		return bad("MaxBatch", o.MaxBatch, fmt.Sprintf("must be at least MinBatch (%d)", o.MinBatch))
 	case o.MaxBatch > 1<<30:
 		return bad("MaxBatch", o.MaxBatch, "must be at most 2^30")
+	case o.MaxPrefetch < o.MinBatch:
+		return bad("MaxPrefetch", o.MaxPrefetch, fmt.Sprintf("must be at least MinBatch (%d)", o.MinBatch))
+	case int64(o.MaxPrefetch) > 1<<32:
+		return bad("MaxPrefetch", o.MaxPrefetch, "must be at most 2^32")
+	case o.MaxRefills < 1 || o.MaxRefills > 64:
+		return bad("MaxRefills", o.MaxRefills, "must be between 1 and 64")
 	case o.MaxCount < 1 || o.MaxCount > 1_000_000:
 		return bad("MaxCount", o.MaxCount, "must be between 1 and 1000000 (the server's max_count range)")
 	case o.MaxInFlight < 1 || o.MaxInFlight > 64:

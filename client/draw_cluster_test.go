@@ -1,0 +1,305 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
+)
+
+// drawDuration is how long each phase of TestClusterDraw draws:
+// IDMINT_CLIENT_DRAW (a Go duration, such as 60s) or 3s. Setting it also
+// makes the test assert the latency figures of a run at half capacity;
+// the short default run only reports them.
+func drawDuration(t *testing.T) (time.Duration, bool) {
+	s := os.Getenv("IDMINT_CLIENT_DRAW")
+	if s == "" {
+		return 3 * time.Second, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second {
+		t.Fatalf("IDMINT_CLIENT_DRAW: %q: want a duration of at least 1s, such as 60s", s)
+	}
+	return d, true
+}
+
+// latencies is a log-linear histogram of durations: 16 buckets per power
+// of two (about 6 % wide), and the exact maximum.
+type latencies struct {
+	counts [64 * 16]int64
+	n      int64
+	max    time.Duration
+}
+
+func latBucket(d time.Duration) int {
+	v := uint64(max(d, 0))
+	e := bits.Len64(v)
+	if e <= 5 {
+		return int(v)
+	}
+	return (e-4)*16 + int(v>>(e-5))&15
+}
+
+// latUpper is the largest duration of bucket i.
+func latUpper(i int) time.Duration {
+	if i < 32 {
+		return time.Duration(i)
+	}
+	e := i/16 + 4
+	return time.Duration((uint64(16+i%16)+1)<<(e-5) - 1)
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.counts[latBucket(d)]++
+	l.n++
+	l.max = max(l.max, d)
+}
+
+func (l *latencies) merge(o *latencies) {
+	for i, c := range o.counts {
+		l.counts[i] += c
+	}
+	l.n += o.n
+	l.max = max(l.max, o.max)
+}
+
+// quantile is the upper bound of the bucket holding quantile q.
+func (l *latencies) quantile(q float64) time.Duration {
+	rank := int64(q * float64(l.n))
+	var seen int64
+	for i, c := range l.counts {
+		seen += c
+		if seen > rank {
+			return min(latUpper(i), l.max)
+		}
+	}
+	return l.max
+}
+
+func (l *latencies) String() string {
+	return fmt.Sprintf("%d calls: p50 %v, p99 %v, p99.9 %v, p99.99 %v, max %v", l.n,
+		l.quantile(0.5), l.quantile(0.99), l.quantile(0.999), l.quantile(0.9999), l.max)
+}
+
+func TestLatencyBuckets(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, 31, 32, 33, 1000, 49_999, 50_000, time.Millisecond, 3 * time.Second} {
+		i := latBucket(d)
+		if up := latUpper(i); up < d || (i > 0 && latUpper(i-1) >= d) {
+			t.Errorf("%v: bucket %d holds (%v, %v]", d, i, latUpper(i-1), up)
+		}
+	}
+}
+
+// startSegmentNodes builds cmd/idmint and runs three `idmint serve`
+// processes sharing one PostgreSQL segment store (key "order", step
+// 20000) and one etcd coordinator.
+func startSegmentNodes(t *testing.T) []*node {
+	etcd := testserver.Addr(t, testserver.Etcd)
+	pg := testserver.Database(t, testserver.Postgres)
+	dir := t.TempDir()
+	// IDMINT_CLIENT_BIN names an idmint binary to run instead of
+	// building cmd/idmint (a build of the tree as it is takes a minute
+	// on a loaded machine).
+	bin := os.Getenv("IDMINT_CLIENT_BIN")
+	if bin == "" {
+		bin = filepath.Join(dir, "idmint")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/idmint").CombinedOutput(); err != nil {
+			t.Fatalf("go build ../cmd/idmint: %v\n%s", err, out)
+		}
+	}
+	cfg := filepath.Join(dir, "idmint.yaml")
+	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n",
+		etcd, testserver.Prefix(t), pg)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{name: fmt.Sprintf("n%d", i), bin: bin, cfg: cfg, data: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: freeTCPPort(t), log: lf}
+		nodes[i] = n
+		t.Cleanup(func() { n.cleanup(t) })
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() { n.start(t) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return nodes
+}
+
+// drawResult is what one phase of TestClusterDraw measured.
+type drawResult struct {
+	ids     int64
+	errs    int64
+	first   error
+	took    time.Duration
+	lat     latencies
+	waits   int64         // calls that waited for a refill (Stats)
+	waitMax time.Duration // the longest such wait, rounded up to a bucket of Stats' histogram
+}
+
+func (r *drawResult) rate() float64 { return float64(r.ids) / r.took.Seconds() }
+
+// draw runs 16 goroutines calling Next on key "order" for d: flat out
+// when rate is 0, else at rate IDs/s in all. Each call is timed. Midway
+// (at d/2) chaos runs once, in its own goroutine.
+func draw(t *testing.T, c *Client, d time.Duration, rate float64, chaos func()) *drawResult {
+	const goroutines = 16
+	var res drawResult
+	before := keyStats(c, "order")
+	var mu sync.Mutex
+	var firstErr atomic.Pointer[error]
+	var ids, errs atomic.Int64
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			var l latencies
+			var n int64
+			per := rate / goroutines
+			for {
+				now := time.Now()
+				if !now.Before(deadline) {
+					break
+				}
+				burst := int64(1000)
+				if rate > 0 {
+					// Catch up with the schedule, then pause: the
+					// average rate is exact, the bursts short.
+					burst = int64(per*now.Sub(start).Seconds()) - n
+					if burst <= 0 {
+						time.Sleep(200 * time.Microsecond)
+						continue
+					}
+				}
+				for range burst {
+					t0 := time.Now()
+					_, err := c.Next(context.Background(), "order")
+					l.add(time.Since(t0))
+					if err != nil {
+						errs.Add(1)
+						firstErr.CompareAndSwap(nil, &err)
+					}
+				}
+				n += burst
+			}
+			ids.Add(n)
+			mu.Lock()
+			res.lat.merge(&l)
+			mu.Unlock()
+		})
+	}
+	var cwg sync.WaitGroup
+	if chaos != nil {
+		cwg.Go(func() {
+			time.Sleep(time.Until(start.Add(d / 2)))
+			chaos()
+		})
+	}
+	wg.Wait()
+	res.took = time.Since(start)
+	cwg.Wait()
+	res.ids, res.errs = ids.Load(), errs.Load()
+	if p := firstErr.Load(); p != nil {
+		res.first = *p
+	}
+	after := keyStats(c, "order")
+	res.waits = after.Waits - before.Waits
+	res.waitMax = 0
+	if res.waits > 0 {
+		res.waitMax = after.WaitMax // beyond the histogram's last bucket
+		for i := len(after.WaitBuckets) - 1; i >= 0; i-- {
+			if after.WaitBuckets[i].Count-before.WaitBuckets[i].Count < res.waits {
+				break
+			}
+			res.waitMax = after.WaitBuckets[i].UpTo
+		}
+	}
+	return &res
+}
+
+func keyStats(c *Client, key string) KeyStats {
+	for _, k := range c.Stats().Keys {
+		if k.Key == key {
+			return k
+		}
+	}
+	return KeyStats{WaitBuckets: make([]WaitBucket, len(waitBounds))}
+}
+
+// TestClusterDraw draws segment IDs through one client from three real
+// nodes. First flat out with Options.Timeout 4s while one node is killed
+// with kill -9 (and restarted): no caller may see an error, and the rate
+// reached is the capacity. Then at half that rate, again through a kill
+// -9: the calls' latencies and the client's waits are reported and, when
+// IDMINT_CLIENT_DRAW is set (IDMINT_CLIENT_DRAW=60s for the figures in
+// docs/client.md), the test asserts no call waited for a refill,
+// p99.99 ≤ 50 µs and max ≤ 10 ms.
+//
+//	IDMINT_CLIENT_DRAW=60s go test -run TestClusterDraw -v ./client/
+func TestClusterDraw(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a rate test: -race makes each call ~20 times dearer")
+	}
+	d, strict := drawDuration(t)
+	nodes := startSegmentNodes(t)
+	urls := []string{nodes[0].url(), nodes[1].url(), nodes[2].url()}
+
+	full := newClient(t, urls, Options{Timeout: 4 * time.Second, MaxBackoff: time.Second})
+	// The client's first calls learn the key and fill the buffer: not
+	// part of either phase.
+	draw(t, full, time.Second, 0, nil)
+	r := draw(t, full, d, 0, func() {
+		nodes[0].kill(t)
+		t.Logf("full draw: n0 killed (kill -9)")
+	})
+	st := keyStats(full, "order")
+	t.Logf("full draw: %d IDs in %v = %.0f IDs/s, %d errors; Next %v; %d waits for a refill, longest %v; stats %+v",
+		r.ids, r.took.Round(time.Millisecond), r.rate(), r.errs, &r.lat, r.waits, r.waitMax, st)
+	if r.errs > 0 {
+		t.Errorf("full draw through kill -9: %d calls failed at Timeout 4s; first: %v", r.errs, r.first)
+	}
+	full.Close()
+	nodes[0].start(t)
+
+	half := r.rate() / 2
+	c := newClient(t, urls, Options{Timeout: 4 * time.Second, MaxBackoff: time.Second})
+	draw(t, c, 2*time.Second, half, nil) // warm up: learn the key and the rate
+	r = draw(t, c, d, half, func() {
+		nodes[1].kill(t)
+		t.Logf("half draw: n1 killed (kill -9)")
+	})
+	st = keyStats(c, "order")
+	t.Logf("half draw (%.0f IDs/s asked): %d IDs in %v = %.0f IDs/s, %d errors; Next %v; %d waits for a refill, longest %v; stats %+v",
+		half, r.ids, r.took.Round(time.Millisecond), r.rate(), r.errs, &r.lat, r.waits, r.waitMax, st)
+	if r.errs > 0 {
+		t.Errorf("half draw through kill -9: %d calls failed; first: %v", r.errs, r.first)
+	}
+	if strict {
+		if r.waits > 0 {
+			t.Errorf("half draw: %d calls waited for a refill (longest %v); want none", r.waits, r.waitMax)
+		}
+		if p := r.lat.quantile(0.9999); p > 50*time.Microsecond {
+			t.Errorf("half draw: p99.99 of Next %v; want at most 50µs", p)
+		}
+		if r.lat.max > 10*time.Millisecond {
+			t.Errorf("half draw: slowest Next %v; want at most 10ms", r.lat.max)
+		}
+	}
+}
