@@ -65,16 +65,24 @@ type uiState struct {
 }
 
 // uiRing is one key's issued-count samples, oldest first once unrolled.
+// s grows with the samples up to UISamplesKept: a fixed array was 1.2 KB
+// per key from the first sample, a third of a starting server's heap
+// with 10,000 keys.
 type uiRing struct {
-	s    [UISamplesKept][2]int64 // [unix ms, issued]
+	s    [][2]int64 // [unix ms, issued]
 	next int
 	n    int
 }
 
 func (r *uiRing) add(t, v int64) {
+	if len(r.s) < UISamplesKept {
+		r.s = append(r.s, [2]int64{t, v})
+		r.next = len(r.s) % UISamplesKept
+		r.n = len(r.s)
+		return
+	}
 	r.s[r.next] = [2]int64{t, v}
 	r.next = (r.next + 1) % len(r.s)
-	r.n = min(r.n+1, len(r.s))
 }
 
 func (r *uiRing) list() [][2]int64 {
