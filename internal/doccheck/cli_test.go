@@ -9,8 +9,8 @@ import (
 )
 
 var (
-	commandRE = regexp.MustCompile(`(?m)^  ([a-z]+)\s{2,}`)         // a line of `idmint help`'s Commands:
-	flagRE    = regexp.MustCompile(`(?m)^  (-{1,2})([a-z][a-z0-9-]*)`) // a flag line of -h
+	commandRE = regexp.MustCompile(`(?m)^  ([a-z]+)\s{2,}`)             // a line of `idmint help`'s Commands:
+	flagRE    = regexp.MustCompile(`(?m)^  (-{1,2})([a-z][a-z0-9-]*)`)  // a flag line of -h
 	nestedRE  = regexp.MustCompile("Run `idmint ([a-z]+) ([a-z]+) -h`") // a command with subcommands
 	kindsRE   = regexp.MustCompile(`(?m)^Kinds: (.*)$`)                 // idmint gen -h
 	sectionRE = regexp.MustCompile("(?m)^#{2,3} .*$")
