@@ -92,10 +92,19 @@ func TestCollector(t *testing.T) {
 				value[mf.GetName()] = m.GetGauge().GetValue()
 			case m.GetCounter() != nil:
 				value[mf.GetName()] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				value[mf.GetName()] = float64(h.GetSampleCount())
+				value[mf.GetName()+"_sum"] = h.GetSampleSum()
+				if b := h.GetBucket(); len(b) > 0 {
+					value[mf.GetName()+"_top"] = float64(b[len(b)-1].GetCumulativeCount())
+					value[mf.GetName()+"_le"] = b[len(b)-1].GetUpperBound()
+				}
 			}
 		}
 	}
-	for name, want := range map[string]int{"idmint_client_buffered_ids": 1, "idmint_client_batch_ids": 1, "idmint_client_refills_total": 1, "idmint_client_refill_errors_total": 1,
+	for name, want := range map[string]int{"idmint_client_prefetch_target_ids": 1, "idmint_client_draw_rate_ids_per_second": 1, "idmint_client_refill_latency_seconds": 1,
+		"idmint_client_refills_in_flight": 1, "idmint_client_wait_seconds": 1, "idmint_client_wait_max_seconds": 1, "idmint_client_buffered_ids": 1, "idmint_client_batch_ids": 1, "idmint_client_refills_total": 1, "idmint_client_refill_errors_total": 1,
 		"idmint_client_endpoint_up": 1, "idmint_client_endpoint_requests_total": 1, "idmint_client_endpoint_failures_total": 1, "idmint_client_failovers_total": 1, "idmint_client_hedges_total": 1} {
 		if series[name] != want {
 			t.Errorf("%s: %d series; want %d (all: %v)", name, series[name], want, series)
@@ -107,6 +116,15 @@ func TestCollector(t *testing.T) {
 	}
 	if got, want := value["idmint_client_endpoint_requests_total"], float64(st.Endpoints[0].Requests); got > want || got < 1 {
 		t.Errorf("idmint_client_endpoint_requests_total = %v; want at least 1 and at most Stats' %v of later", got, want)
+	}
+	// The first call waited for the key's first answer: one wait, in the
+	// histogram's buckets (up to 10 s) and its sum.
+	w := "idmint_client_wait_seconds"
+	if value[w] != 1 || value[w+"_top"] != 1 || value[w+"_le"] != 10 || value[w+"_sum"] <= 0 || value[w+"_sum"] != value["idmint_client_wait_max_seconds"] {
+		t.Errorf("%s: count %v, last bucket %v ≤ %vs, sum %v s, max %v s; want the first call's wait counted once", w, value[w], value[w+"_top"], value[w+"_le"], value[w+"_sum"], value["idmint_client_wait_max_seconds"])
+	}
+	if value["idmint_client_prefetch_target_ids"] < 100 {
+		t.Errorf("idmint_client_prefetch_target_ids = %v; want at least MinBatch (100)", value["idmint_client_prefetch_target_ids"])
 	}
 	if label["idmint_client_buffered_ids"] != "key=order" {
 		t.Errorf("idmint_client_buffered_ids labelled %q; want key=order", label["idmint_client_buffered_ids"])
