@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/mutate"
 )
 
 // The election and the lead loop.
@@ -427,6 +428,9 @@ func (e *Etcd) handover(ctx context.Context) (from time.Duration, found bool, er
 		return 0, false, fmt.Errorf("monotonic: read the last term: %w", err)
 	}
 	got := e.cfg.Clock.Mono()
+	if e.cfg.Mutations.Has(mutate.SecondLeader) {
+		return 0, len(resp.Kvs) > 0, nil
+	}
 	if len(resp.Kvs) == 0 {
 		return got + e.cfg.TTL, false, nil
 	}
@@ -509,7 +513,7 @@ func (e *Etcd) watchTerm(ctx context.Context, t *term) {
 				break // compacted past rev, or refused: check the key itself
 			}
 			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
+				if ev.Type == mvccpb.DELETE && !e.cfg.Mutations.Has(mutate.SecondLeader) {
 					wcancel()
 					e.cfg.Logger.Warn("monotonic leader's election key deleted (lease revoked or expired, or key deleted): stopped issuing",
 						"name", e.cfg.Name, "key", t.key, "revision", t.rev)

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/internal/mutate"
 )
 
 // EtcdConfig configures an Etcd source. Zero values take the defaults.
@@ -66,6 +67,11 @@ type EtcdConfig struct {
 	// Floor is a value every leader starts above (for example the bound a
 	// File source of the key left in the data directory: ReadBoundFile).
 	Floor int64
+
+	// Mutations puts known, fixed mistakes back, for the module's own
+	// simulation tests; its type is internal to the module, so other code
+	// can set only nil (no mistakes).
+	Mutations *mutate.Set
 
 	// keepAlive renews the lease once (tests slow it down); default
 	// Client.KeepAliveOnce.

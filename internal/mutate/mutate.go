@@ -22,6 +22,11 @@ const (
 	// PastHorizon lets a snowflake generator stamp one tick past the
 	// horizon the coordinator recorded.
 	PastHorizon
+	// SecondLeader lets a deposed monotonic leader go on issuing until its
+	// own deadline although it saw its election key deleted, and lets its
+	// successor issue at once instead of waiting out the predecessor's
+	// last proof: after a lease revoke two leaders answer at once.
+	SecondLeader
 )
 
 // Set is the mistakes put back into one component.

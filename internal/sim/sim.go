@@ -101,6 +101,7 @@ type Config struct {
 
 // Result is what one run found.
 type Result struct {
+	World     string // "snowflake" or "monotonic"
 	Seed      uint64
 	Issued    int      // IDs issued
 	Events    int      // events processed
@@ -115,7 +116,11 @@ func (r Result) Failed() bool { return r.Violation != "" }
 // Report is the seed, the violation and the last events, for a failing run.
 func (r Result) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sim seed %d: %s\n(replay: go test ./internal/sim -run TestOneSeed -sim.seed=%d -v)\nlast %d events:\n", r.Seed, r.Violation, r.Seed, len(r.Trace))
+	flag := "-sim.seed"
+	if r.World == "monotonic" {
+		flag = "-sim.monoseed"
+	}
+	fmt.Fprintf(&b, "sim %s seed %d: %s\n(replay: go test ./internal/sim -run TestOneSeed %s=%d -v)\nlast %d events:\n", r.World, r.Seed, r.Violation, flag, r.Seed, len(r.Trace))
 	for _, e := range r.Trace {
 		b.WriteString("  " + e + "\n")
 	}
@@ -431,7 +436,7 @@ func Run(seed uint64, cfg Config) Result {
 		e.do()
 		s.settle()
 	}
-	res := Result{Seed: seed, Issued: s.issued, Events: s.events, Violation: s.violation, Hash: s.hash}
+	res := Result{World: "snowflake", Seed: seed, Issued: s.issued, Events: s.events, Violation: s.violation, Hash: s.hash}
 	res.Trace = s.traceLines()
 	return res
 }

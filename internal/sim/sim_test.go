@@ -137,14 +137,22 @@ func TestBugsFound(t *testing.T) {
 	}
 }
 
-var one = flag.Uint64("sim.seed", 0, "run only this seed (with TestOneSeed) and print its last events")
+var (
+	one     = flag.Uint64("sim.seed", 0, "run only this seed of the snowflake world (with TestOneSeed) and print its last events")
+	oneMono = flag.Uint64("sim.monoseed", 0, "run only this seed of the monotonic world (with TestOneSeed) and print its last events")
+)
 
 // TestOneSeed replays one seed, as a failing sweep's report says to.
 func TestOneSeed(t *testing.T) {
-	if *one == 0 {
-		t.Skip("replays one seed; run with -sim.seed=N")
+	var r Result
+	switch {
+	case *one != 0:
+		r = Run(*one, Config{})
+	case *oneMono != 0:
+		r = RunMonotonic(*oneMono, MonoConfig{})
+	default:
+		t.Skip("replays one seed; run with -sim.seed=N or -sim.monoseed=N")
 	}
-	r := Run(*one, Config{})
 	if r.Failed() {
 		t.Fatal(r.Report())
 	}
