@@ -23,6 +23,13 @@
 // calls fail at once with ErrUnavailable while loading retries with backoff
 // and recovers by itself.
 //
+// Loads of different keys that wait at the same time go to the store
+// together when it is a BatchAllocator (every SQL store and Redis): one
+// round trip and one commit for all of them, with one identity check
+// (group commit). Allocator.Warm loads many keys' first segments that way
+// in the background, so a server starting with thousands of keys serves
+// their first requests from memory.
+//
 // Stores live in subpackages that import this one: sqlstore (SQLite,
 // PostgreSQL, MySQL/MariaDB on Leaf's own leaf_alloc table) and redisstore.
 // Package stores picks one from a URL. segmenttest holds the contract suite
