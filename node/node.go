@@ -246,13 +246,15 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 	s.Clock, s.Horizon, s.Fence = n.clk, l, l
 	f, ok := n.floors[l.ID()]
 	if ok || n.cfg.HorizonDir != "" {
-		fl := floored{Lease: l, floor: f}
+		// The lease answers at least what this node's earlier leases on the
+		// ID recorded, and what its own file keeps.
+		fl := snowflake.Floored{Horizon: l, Floor: f}
 		if n.cfg.HorizonDir != "" {
 			name := n.cfg.HorizonFile
 			if name == "" {
 				name = n.field
 			}
-			fl.local = snowflake.NewFileHorizon(filepath.Join(n.cfg.HorizonDir, fmt.Sprintf("horizon-%s-%d", name, l.ID())))
+			fl.Local = snowflake.NewFileHorizon(filepath.Join(n.cfg.HorizonDir, fmt.Sprintf("horizon-%s-%d", name, l.ID())))
 		}
 		s.Horizon = fl
 	}
@@ -263,63 +265,6 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 	}
 	n.log.Info("node: worker lease acquired", "worker_id", l.ID(), "generation", l.Generation())
 	return &binding{lease: l, gen: g}, nil
-}
-
-// floored is a lease whose Load answers at least floor: the horizon this
-// node's previous lease on the same worker ID had recorded, and, with
-// Config.HorizonDir, the horizon kept in the node's own file. A
-// coordinator whose record went backwards (an operator's set, a Leaf node
-// writing its clock, a snapshot restore) then cannot make the new
-// generator stamp what an earlier one of this node may have stamped.
-// Extend and Release write the lease first, then the file.
-type floored struct {
-	*worker.Lease
-	floor time.Time
-	local *snowflake.FileHorizon // nil without Config.HorizonDir
-}
-
-func (f floored) Load(ctx context.Context) (time.Time, error) {
-	h, err := f.Lease.Load(ctx)
-	if err != nil {
-		return h, err
-	}
-	if f.floor.After(h) {
-		h = f.floor
-	}
-	if f.local != nil {
-		lh, err := f.local.Load(ctx)
-		if err != nil {
-			return h, fmt.Errorf("node: local horizon: %w", err)
-		}
-		if lh.After(h) {
-			h = lh
-		}
-	}
-	return h, nil
-}
-
-func (f floored) Extend(ctx context.Context, until time.Time) (time.Time, error) {
-	h, err := f.Lease.Extend(ctx, until)
-	if err != nil || f.local == nil {
-		return h, err
-	}
-	// The generator stamps up to what this returns: the file must hold it
-	// too before it does.
-	if _, err := f.local.Extend(ctx, h); err != nil {
-		lh, _ := f.local.Load(ctx)
-		return lh, fmt.Errorf("node: local horizon: %w", err)
-	}
-	return h, nil
-}
-
-func (f floored) Release(ctx context.Context, last time.Time) error {
-	if err := f.Lease.Release(ctx, last); err != nil {
-		return err
-	}
-	if f.local != nil {
-		return f.local.Release(ctx, last)
-	}
-	return nil
 }
 
 // retire closes a binding's generator and lease and remembers the horizon
