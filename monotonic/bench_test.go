@@ -112,6 +112,7 @@ func BenchmarkEtcdVia(b *testing.B) {
 			b.Run(fmt.Sprintf("n=%d/%s", n, via.name), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetParallelism(16) // 32 goroutines on 2 cores
+				fwd0, served0 := follower.Status().Forwarded, leader.Status().Served
 				cpu0 := cpuTime()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
@@ -126,6 +127,9 @@ func BenchmarkEtcdVia(b *testing.B) {
 				ids := float64(b.N) * float64(n)
 				b.ReportMetric(ids/b.Elapsed().Seconds(), "ids/s")
 				b.ReportMetric(float64(cpuTime()-cpu0)/ids, "cpu-ns/id")
+				if batches := leader.Status().Served - served0; batches > 0 {
+					b.ReportMetric(float64(follower.Status().Forwarded-fwd0)/float64(batches), "calls/batch")
+				}
 			})
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,18 +14,27 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Peers is the internal HTTP connection between the nodes of a cluster: it
+// Peers is the internal connection between the nodes of a cluster: it
 // serves the sources registered with Add to followers (leader side) and
-// forwards a follower's requests to a leader (it is a Forwarder). Forwarded
-// requests are served only by a proven leader, never forwarded again, so a
-// request crosses at most one hop.
+// forwards a follower's requests to a leader (it is a Forwarder).
+// Forwarded requests are served only by a proven leader, never forwarded
+// again, so a request crosses at most one hop.
+//
+// A follower keeps one long-lived stream per leader and source (an HTTP
+// upgrade, then small frames: see peerframe.go), so a forwarded batch
+// costs one frame each way, not an HTTP request, and many batches may be
+// in flight on it. The leader checks the token and its own leadership on
+// every frame. A leader without the stream endpoint (an older version) is
+// sent one HTTP request per batch, as before.
 //
 // Without WithSecret the endpoint is unauthenticated: bind it to
-// loopback or a private interface. With it, every forwarded request
-// carries the token and the endpoint answers 401 to any other.
+// loopback or a private interface. With it, every forwarded request and
+// every stream carries the token and the endpoint answers 401 to any
+// other.
 type Peers struct {
 	ln     net.Listener
 	srv    *http.Server
@@ -35,6 +43,13 @@ type Peers struct {
 
 	mu      sync.RWMutex
 	sources map[string]peerSource
+
+	smu     sync.Mutex // the streams
+	closed  bool
+	streams map[net.Conn]context.CancelFunc // served to followers
+	links   map[string]*peerLink            // to leaders, by address and source name
+	conns   map[*peerConn]struct{}          // to leaders, open
+	dials   atomic.Int64                    // streams opened to leaders
 }
 
 // Leading is what Peers serves forwarded requests from: NextLocal
@@ -89,7 +104,8 @@ func ListenPeers(addr string, opts ...PeerOption) (*Peers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("monotonic: peer listener: %w", err)
 	}
-	p := &Peers{ln: ln, sources: map[string]peerSource{}}
+	p := &Peers{ln: ln, sources: map[string]peerSource{}, streams: map[net.Conn]context.CancelFunc{},
+		links: map[string]*peerLink{}, conns: map[*peerConn]struct{}{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -100,6 +116,7 @@ func ListenPeers(addr string, opts ...PeerOption) (*Peers, error) {
 	}}
 	mux := http.NewServeMux()
 	mux.HandleFunc(peerPath, p.serve)
+	mux.HandleFunc(streamPath, p.serveStream)
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 	go p.srv.Serve(ln)
 	return p, nil
@@ -134,6 +151,18 @@ func (p *Peers) tokenFor(name string) string {
 	return p.sources[name].token
 }
 
+// lookup returns the source served as name and the token its requests
+// must carry.
+func (p *Peers) lookup(name string) (Leading, string) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	ps := p.sources[name]
+	if p.token != "" {
+		return ps.src, p.token
+	}
+	return ps.src, ps.token
+}
+
 // Remove stops serving name.
 func (p *Peers) Remove(name string) {
 	p.mu.Lock()
@@ -148,12 +177,8 @@ func (p *Peers) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	name := q.Get("name")
-	if want := p.tokenFor(name); want != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-			http.Error(w, "peer token missing or wrong: every node needs the same secret (admin_token, or the key's tokens)", http.StatusUnauthorized)
-			return
-		}
+	if _, ok := p.authorize(w, r, name); !ok {
+		return
 	}
 	n, err := strconv.ParseInt(q.Get("n"), 10, 64)
 	if err != nil || n < 1 || n > MaxCount {
@@ -180,8 +205,23 @@ func (p *Peers) serve(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, strconv.FormatInt(first, 10))
 }
 
-// Forward asks the node at addr for n IDs of the source called name.
+// Forward asks the node at addr for n IDs of the source called name: as
+// one frame on the peer stream to that node (opened on first use, kept
+// open), or as one HTTP request when the node has no stream endpoint (an
+// older version). Concurrent calls share the stream.
 func (p *Peers) Forward(ctx context.Context, addr, name string, n int64) (int64, error) {
+	if n < 1 || n > MaxCount {
+		return 0, fmt.Errorf("%w: %d is not in 1..%d", ErrBadCount, n, MaxCount)
+	}
+	first, err := p.forwardStream(ctx, addr, name, n)
+	if !errors.Is(err, errNoStream) {
+		return first, err
+	}
+	return p.forwardHTTP(ctx, addr, name, n)
+}
+
+// forwardHTTP asks for n IDs with one HTTP request.
+func (p *Peers) forwardHTTP(ctx context.Context, addr, name string, n int64) (int64, error) {
 	u := "http://" + addr + peerPath + "?name=" + url.QueryEscape(name) + "&n=" + strconv.FormatInt(n, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
@@ -216,11 +256,30 @@ func (p *Peers) Forward(ctx context.Context, addr, name string, n int64) (int64,
 	}
 }
 
-// Close stops the listener and closes idle connections.
+// Close stops the listener and ends every peer stream, served and
+// dialed: batches in flight on them fail. Forward fails afterwards.
 func (p *Peers) Close() error {
+	p.smu.Lock()
+	p.closed = true
+	p.smu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := p.srv.Shutdown(ctx)
+	p.smu.Lock()
+	streams := p.streams
+	p.streams = map[net.Conn]context.CancelFunc{}
+	conns := make([]*peerConn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.smu.Unlock()
+	for conn, cancel := range streams {
+		cancel()
+		conn.Close()
+	}
+	for _, c := range conns {
+		c.fail(fmt.Errorf("this node's peers closed: %w", ErrClosed))
+	}
 	p.client.CloseIdleConnections()
 	return err
 }
