@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -97,6 +99,19 @@ type Config struct {
 	// step; 0: 300 ms.
 	MaxOffset time.Duration
 	Bugs      Bugs
+
+	// Dir, when set, gives every node a directory of its own below it,
+	// kept across its restarts, where it keeps each worker ID's horizon in
+	// a file beside the coordinator's record (snowflake.Floored with a
+	// FileHorizon, as idmint serve does in its data directory).
+	Dir string
+	// Restores snapshots the coordinator at random times and restores it
+	// from an older snapshot later (etcd's snapshot restore, with its
+	// revisions bumped past the old ones, and every lease refreshed).
+	Restores bool
+	// LyingDisk loses, at a crash, every write a node's files took since
+	// the process started (a disk that acknowledged fsync and lied).
+	LyingDisk bool
 }
 
 // Result is what one run found.
@@ -345,6 +360,7 @@ type node struct {
 	issued    int
 	holding   int // index in sim.holdings
 	wantClose bool
+	files     map[string][]byte // horizon files as the process found them (LyingDisk)
 }
 
 func (n *node) mono(global time.Duration) time.Duration {
@@ -375,8 +391,12 @@ type sim struct {
 	loss        float64 // per message
 	slow        float64 // chance a message takes up to 4 s
 	partitioned []partition
-	issuedBy    map[int64]int // ID -> index in holdings
-	holdings    []string      // who issued: node, incarnation, generation
+	issuedBy    map[int64]int            // ID -> index in holdings
+	grantedTo   map[int64]time.Duration  // generation -> latest lease expiry ever granted (survives restores)
+	recorded    [maxWorker + 1]time.Time // highest horizon ever recorded per worker ID (survives restores)
+	snap        *coordinator
+	dir         string
+	holdings    []string // who issued: node, incarnation, generation
 	ring        [traceKeep]entry
 	logged      int
 	hash        uint64
@@ -390,6 +410,7 @@ type sim struct {
 func Run(seed uint64, cfg Config) Result {
 	s := &sim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x1d3a17)), issuedBy: map[int64]int{}, hash: 14695981039346656037}
 	s.coord.leases = map[int64]*lease{}
+	s.grantedTo = map[int64]time.Duration{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	s.canceled = ctx
@@ -412,6 +433,14 @@ func Run(seed uint64, cfg Config) Result {
 		s.cfg.MaxOffset = 300 * time.Millisecond
 	}
 	s.zk = s.r.IntN(2) == 0
+	if s.cfg.Dir != "" {
+		d, err := os.MkdirTemp(s.cfg.Dir, "sim-")
+		if err != nil {
+			panic(err)
+		}
+		s.dir = d
+		defer os.RemoveAll(d)
+	}
 	s.loss = []float64{0, 0.02, 0.1, 0.3}[s.r.IntN(4)]
 	s.slow = []float64{0, 0.05, 0.2}[s.r.IntN(3)]
 	s.partitioned = make([]partition, s.cfg.Nodes)
@@ -556,6 +585,14 @@ func (s *sim) plan() {
 	}
 	for range s.r.IntN(3) {
 		s.at(time.Duration(s.r.Int64N(int64(d))), s.revoke)
+	}
+	if s.cfg.Restores {
+		for range 1 + s.r.IntN(2) {
+			t1 := time.Duration(s.r.Int64N(int64(d)))
+			t2 := t1 + time.Duration(s.r.Int64N(int64(d-t1)))
+			s.at(t1, s.snapshot)
+			s.at(t2, s.restore)
+		}
 	}
 	for range s.r.IntN(3) {
 		s.at(time.Duration(s.r.Int64N(int64(d))), s.deleteClaim)
@@ -730,14 +767,19 @@ func (s *sim) process(r *request) result {
 		}
 		l.expiry = s.now + s.cfg.TTL
 		l.granted = max(l.granted, l.expiry)
+		s.grantedTo[b.gen] = max(s.grantedTo[b.gen], l.expiry)
 	case "store", "lower":
 		if !c.holds(b.id, b.gen, s.now) {
 			return lost(fmt.Sprintf("claim on worker id %d gen %d gone", b.id, b.gen))
 		}
 		c.slots[b.id].horizon = r.until
+		if r.until.After(s.recorded[b.id]) {
+			s.recorded[b.id] = r.until
+		}
 		if s.zk {
 			l.expiry = s.now + s.cfg.TTL
 			l.granted = max(l.granted, l.expiry)
+			s.grantedTo[b.gen] = max(s.grantedTo[b.gen], l.expiry)
 		}
 	case "release":
 		if l != nil {
@@ -748,6 +790,74 @@ func (s *sim) process(r *request) result {
 	sl := &c.slots[b.id]
 	s.logf("coordinator: %s from node %d id %d gen %d ok (expiry %.3fs horizon %s)", r.kind, r.n.i, b.id, b.gen, l.expiry.Seconds(), hm(sl.horizon))
 	return result{t: sl.horizon}
+}
+
+// snapshot copies the coordinator, as `etcdctl snapshot save` does.
+func (s *sim) snapshot() {
+	c := s.coord
+	c.leases = map[int64]*lease{}
+	for g, l := range s.coord.leases {
+		cp := *l
+		c.leases[g] = &cp
+	}
+	s.snap = &c
+	s.logf("operator takes a snapshot of the coordinator (revision %d)", c.rev)
+}
+
+// restore puts the last snapshot back, as `etcdutl snapshot restore
+// --bump-revision` and a restart do: the claims and horizons of that time,
+// revisions above every earlier one, every lease refreshed to a full TTL.
+func (s *sim) restore() {
+	if s.snap == nil {
+		return
+	}
+	c := *s.snap
+	c.leases = map[int64]*lease{}
+	for g, l := range s.snap.leases {
+		cp := *l
+		if cp.expiry > 0 {
+			cp.expiry = s.now + s.cfg.TTL
+			cp.granted = max(cp.granted, cp.expiry)
+			s.grantedTo[g] = max(s.grantedTo[g], cp.expiry)
+		}
+		c.leases[g] = &cp
+	}
+	c.rev = s.coord.rev + 1000
+	s.coord = c
+	s.logf("operator restores the coordinator from the snapshot of revision %d", s.snap.rev)
+}
+
+// horizonFile is where node n keeps worker ID id's horizon.
+func (s *sim) horizonFile(n *node, id int64) string {
+	return filepath.Join(s.dir, fmt.Sprintf("node%d-horizon-%d", n.i, id))
+}
+
+// synced records n's files as they are when its process starts; a lying
+// disk brings them back to that at a crash.
+func (s *sim) synced(n *node) {
+	if s.dir == "" {
+		return
+	}
+	n.files = map[string][]byte{}
+	for id := range int64(maxWorker + 1) {
+		p := s.horizonFile(n, id)
+		if b, err := os.ReadFile(p); err == nil {
+			n.files[p] = b
+		} else {
+			n.files[p] = nil
+		}
+	}
+}
+
+func (s *sim) loseWrites(n *node) {
+	for p, b := range n.files {
+		if b == nil {
+			_ = os.Remove(p)
+		} else if err := os.WriteFile(p, b, 0o600); err != nil {
+			panic(err)
+		}
+	}
+	s.logf("node %d's disk lost every write since its process started", n.i)
 }
 
 // revoke is an operator's `etcdctl lease revoke` of a random live lease:
@@ -797,6 +907,7 @@ func (s *sim) start(n *node) {
 	n.down = false
 	n.born = s.now
 	n.clk = clock.NewFake(n.wall(s.now))
+	s.synced(n)
 	s.logf("node %d inc %d starts", n.i, n.inc)
 	s.acquire(n)
 }
@@ -837,6 +948,7 @@ func (s *sim) acquire(n *node) {
 		*sl = slot{gen: c.rev, node: n.i, horizon: sl.horizon}
 		exp := s.now + s.cfg.TTL
 		c.leases[c.rev] = &lease{id: id, expiry: exp, granted: exp}
+		s.grantedTo[c.rev] = exp
 		s.logf("coordinator: node %d inc %d acquires id %d gen %d (expiry %.3fs horizon %s)", n.i, inc, id, sl.gen, exp.Seconds(), hm(sl.horizon))
 		gen, hz := sl.gen, sl.horizon
 		d2, ok := s.delay(n, true)
@@ -878,6 +990,9 @@ func (s *sim) granted(n *node, id, gen int64, hz time.Time, sent time.Duration) 
 	}
 	if s.cfg.Bugs.StartAtHorizon {
 		set.Horizon = earlyLoad{l}
+	}
+	if s.dir != "" {
+		set.Horizon = snowflake.Floored{Horizon: set.Horizon, Local: snowflake.NewFileHorizon(s.horizonFile(n, id))}
 	}
 	g, err := snowflake.New(layout, set)
 	if err != nil {
@@ -951,19 +1066,18 @@ func (s *sim) check(n *node, id int64) {
 	}
 	n.last = id
 	wid := n.b.id
-	sl := s.coord.slots[wid]
 	stamp := tickTime(tickOf(id))
-	if stamp.After(sl.horizon) {
-		s.fail("%s issued %d stamped %s, past the horizon %s the coordinator records for worker id %d",
-			who, id, stamp.Format("15:04:05.000"), sl.horizon.Format("15:04:05.000"), wid)
+	if stamp.After(s.recorded[wid]) {
+		s.fail("%s issued %d stamped %s, past the horizon %s the coordinator ever recorded for worker id %d",
+			who, id, stamp.Format("15:04:05.000"), s.recorded[wid].Format("15:04:05.000"), wid)
 	}
 	if !n.startHz.IsZero() && !stamp.After(n.startHz) {
 		s.fail("%s issued %d stamped %s, not after the horizon %s recorded when its holding of worker id %d began",
 			who, id, stamp.Format("15:04:05.000"), n.startHz.Format("15:04:05.000"), wid)
 	}
-	if l := s.coord.leases[n.b.gen]; s.now >= l.granted {
+	if g := s.grantedTo[n.b.gen]; s.now >= g {
 		s.fail("%s issued %d at %.3fs, after the coordinator's lease on worker id %d ran out (granted until %.3fs)",
-			who, id, s.now.Seconds(), wid, l.granted.Seconds())
+			who, id, s.now.Seconds(), wid, g.Seconds())
 	}
 }
 
@@ -1001,6 +1115,9 @@ func (s *sim) crash(n *node) {
 	s.logf("node %d inc %d crashes", n.i, n.inc)
 	n.down, n.paused, n.held, n.acquiring, n.wantClose = true, false, nil, false, false
 	s.kill(n)
+	if s.cfg.LyingDisk && s.r.IntN(2) == 0 {
+		s.loseWrites(n)
+	}
 	s.at(s.now+time.Duration(s.r.Int64N(int64(3*time.Second))), func() { s.start(n) })
 }
 
