@@ -332,11 +332,21 @@ func (k *keyState) promoteLocked() bool {
 }
 
 // kick checks the prefetch distance: the taker of a chunk's low index
-// calls it.
+// calls it. A caller never waits for the lock here: when it is taken,
+// the check runs in a goroutine of its own.
 func (k *keyState) kick() {
 	if m := k.mode.Load(); m == modeDirect || m == modeText {
 		return
 	}
+	if !k.mu.TryLock() {
+		go k.check()
+		return
+	}
+	k.topUpLocked()
+	k.mu.Unlock()
+}
+
+func (k *keyState) check() {
 	k.mu.Lock()
 	k.topUpLocked()
 	k.mu.Unlock()

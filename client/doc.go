@@ -19,14 +19,19 @@
 //
 // Segment keys are buffered as ranges (/v1/keys/{key}/range), snowflake,
 // ticket and redis keys as batches of IDs (/v1/keys/{key}/ids). A call to
-// Next takes one ID from the current range with a single atomic add; when
-// a range is half used and nothing is queued behind it, a background
-// refill starts. The refill size adapts the way Meituan Leaf's dynamic step
-// does (a refill that came sooner than Options.RefillEvery doubles the
-// size, one that came later than twice that halves it) and grows at once
-// when a caller found the buffer empty (hunger, as CosId's safe distance
-// grows). IDs a process never hands out are gaps; the client never asks a
-// server for them again, so they are never reissued.
+// Next takes one ID from the current range with a single atomic add. In
+// the background the client keeps a prefetch distance of IDs held or
+// asked for: the draw rate it measures times two refill round trips (the
+// slowest of the last 64) and a failover (Options.HedgeAfter), within
+// Options.MinBatch and Options.MaxPrefetch, so the distance grows with
+// the draw, grows at once when callers had to wait (as CosId's safe
+// distance grows with hunger), and shrinks when the draw slows. Up to
+// Options.MaxRefills refill requests run at once. A call that finds the
+// buffer empty waits in line: refilled IDs go to the calls in line in the
+// order they came before anyone else may take them. Stats counts those
+// waits and how long they took. IDs a process never hands out are gaps;
+// the client never asks a server for them again, so they are never
+// reissued.
 //
 // Monotonic keys are never prefetched, so real-time order across the
 // cluster holds (a value issued after another was answered is greater): every call gets IDs from a request sent

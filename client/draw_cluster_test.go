@@ -84,9 +84,20 @@ func (l *latencies) quantile(q float64) time.Duration {
 	return l.max
 }
 
+// over counts the calls that took longer than d, about (to the bucket).
+func (l *latencies) over(d time.Duration) int64 {
+	var n int64
+	for i, c := range l.counts {
+		if latUpper(i) > d {
+			n += c
+		}
+	}
+	return n
+}
+
 func (l *latencies) String() string {
-	return fmt.Sprintf("%d calls: p50 %v, p99 %v, p99.9 %v, p99.99 %v, max %v", l.n,
-		l.quantile(0.5), l.quantile(0.99), l.quantile(0.999), l.quantile(0.9999), l.max)
+	return fmt.Sprintf("%d calls: p50 %v, p99 %v, p99.9 %v, p99.99 %v, max %v; %d over 1ms, %d over 10ms, %d over 100ms", l.n,
+		l.quantile(0.5), l.quantile(0.99), l.quantile(0.999), l.quantile(0.9999), l.max, l.over(time.Millisecond), l.over(10*time.Millisecond), l.over(100*time.Millisecond))
 }
 
 func TestLatencyBuckets(t *testing.T) {
@@ -151,6 +162,8 @@ type drawResult struct {
 	lat     latencies
 	waits   int64         // calls that waited for a refill (Stats)
 	waitMax time.Duration // the longest such wait, rounded up to a bucket of Stats' histogram
+	when    []string      // when calls waited ("3 at 1.2s"), sampled every 100 ms
+	stall   time.Duration // the longest the process was stalled: a 1 ms sleep woke that late
 }
 
 func (r *drawResult) rate() float64 { return float64(r.ids) / r.took.Seconds() }
@@ -171,7 +184,7 @@ func draw(t *testing.T, c *Client, d time.Duration, rate float64, chaos func()) 
 	for range goroutines {
 		wg.Go(func() {
 			var l latencies
-			var n int64
+			var n, drawn int64 // n: where the schedule is; drawn: IDs drawn
 			per := rate / goroutines
 			for {
 				now := time.Now()
@@ -180,9 +193,13 @@ func draw(t *testing.T, c *Client, d time.Duration, rate float64, chaos func()) 
 				}
 				burst := int64(1000)
 				if rate > 0 {
-					// Catch up with the schedule, then pause: the
-					// average rate is exact, the bursts short.
-					burst = int64(per*now.Sub(start).Seconds()) - n
+					// Keep to the schedule, then pause. A goroutine more
+					// than 10 ms behind (the machine stalled the
+					// process) skips ahead rather than drawing the
+					// backlog flat out.
+					due := int64(per * now.Sub(start).Seconds())
+					n = max(n, due-int64(per/100))
+					burst = due - n
 					if burst <= 0 {
 						time.Sleep(200 * time.Microsecond)
 						continue
@@ -198,17 +215,35 @@ func draw(t *testing.T, c *Client, d time.Duration, rate float64, chaos func()) 
 					}
 				}
 				n += burst
+				drawn += burst
 			}
-			ids.Add(n)
+			ids.Add(drawn)
 			mu.Lock()
 			res.lat.merge(&l)
 			mu.Unlock()
 		})
 	}
+	// How late a goroutine that sleeps 1 ms wakes: the machine's stalls
+	// of the process, which no client can hide. And when calls waited.
 	var cwg sync.WaitGroup
+	cwg.Go(func() {
+		last := keyStats(c, "order").Waits
+		for tick := 0; time.Now().Before(deadline); tick++ {
+			t0 := time.Now()
+			time.Sleep(time.Millisecond)
+			res.stall = max(res.stall, time.Since(t0)-time.Millisecond)
+			if tick%100 == 0 {
+				if w := keyStats(c, "order").Waits; w != last {
+					res.when = append(res.when, fmt.Sprintf("%d at %v", w-last, time.Since(start).Round(time.Millisecond)))
+					last = w
+				}
+			}
+		}
+	})
 	if chaos != nil {
 		cwg.Go(func() {
 			time.Sleep(time.Until(start.Add(d / 2)))
+			t.Logf("chaos at %v", time.Since(start).Round(time.Millisecond))
 			chaos()
 		})
 	}
@@ -270,8 +305,8 @@ func TestClusterDraw(t *testing.T) {
 		t.Logf("full draw: n0 killed (kill -9)")
 	})
 	st := keyStats(full, "order")
-	t.Logf("full draw: %d IDs in %v = %.0f IDs/s, %d errors; Next %v; %d waits for a refill, longest %v; stats %+v",
-		r.ids, r.took.Round(time.Millisecond), r.rate(), r.errs, &r.lat, r.waits, r.waitMax, st)
+	t.Logf("full draw: %d IDs in %v = %.0f IDs/s, %d errors; Next %v; %d waits for a refill (%v), longest %v; process stalled up to %v; stats %+v",
+		r.ids, r.took.Round(time.Millisecond), r.rate(), r.errs, &r.lat, r.waits, r.when, r.waitMax, r.stall, st)
 	if r.errs > 0 {
 		t.Errorf("full draw through kill -9: %d calls failed at Timeout 4s; first: %v", r.errs, r.first)
 	}
@@ -286,8 +321,8 @@ func TestClusterDraw(t *testing.T) {
 		t.Logf("half draw: n1 killed (kill -9)")
 	})
 	st = keyStats(c, "order")
-	t.Logf("half draw (%.0f IDs/s asked): %d IDs in %v = %.0f IDs/s, %d errors; Next %v; %d waits for a refill, longest %v; stats %+v",
-		half, r.ids, r.took.Round(time.Millisecond), r.rate(), r.errs, &r.lat, r.waits, r.waitMax, st)
+	t.Logf("half draw (%.0f IDs/s asked): %d IDs in %v = %.0f IDs/s, %d errors; Next %v; %d waits for a refill (%v), longest %v; process stalled up to %v; stats %+v",
+		half, r.ids, r.took.Round(time.Millisecond), r.rate(), r.errs, &r.lat, r.waits, r.when, r.waitMax, r.stall, st)
 	if r.errs > 0 {
 		t.Errorf("half draw through kill -9: %d calls failed; first: %v", r.errs, r.first)
 	}
