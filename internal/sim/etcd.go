@@ -54,10 +54,28 @@ type etcdState struct {
 	lastID  int64
 	history []eevent
 	watches []*ewatch
+	// compacted: watches from this revision or below are refused
+	// (a restore with --mark-compacted).
+	compacted int64
 }
 
 func newEtcdState() *etcdState {
 	return &etcdState{rev: 1, kvs: map[string]*ekv{}, leases: map[int64]*elease{}}
+}
+
+// clone copies the data (keys, leases, history), not the watches.
+func (st *etcdState) clone() *etcdState {
+	c := &etcdState{rev: st.rev, lastID: st.lastID, kvs: map[string]*ekv{}, leases: map[int64]*elease{}}
+	for k, v := range st.kvs {
+		cp := *v
+		c.kvs[k] = &cp
+	}
+	for id, l := range st.leases {
+		cp := *l
+		c.leases[id] = &cp
+	}
+	c.history = append([]eevent(nil), st.history...)
+	return c
 }
 
 func inRange(k, key, end string) bool {
@@ -314,10 +332,16 @@ func (w *ewatch) send(r clientv3.WatchResponse) {
 type etcdClient struct {
 	p *proc
 	w *msim
+	// db: 0 the coordinator's etcd, 1 the separate witness store (an etcd
+	// too, never restored).
+	db int
 }
 
 func (c *etcdClient) call(ctx context.Context, desc string, exec func(st *etcdState) (any, error)) (any, error) {
-	return c.w.call(ctx, c.p, desc, exec)
+	if c.db != 0 {
+		desc = "witness " + desc
+	}
+	return c.w.submit(ctx, &ereq{p: c.p, desc: desc, exec: exec, db: c.db, reply: make(chan ereply, 1)})
 }
 
 func (c *etcdClient) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {

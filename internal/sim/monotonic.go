@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"sort"
@@ -21,6 +23,7 @@ import (
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/internal/mutate"
 	"github.com/idmint/idmint/monotonic"
+	"github.com/idmint/idmint/witness"
 )
 
 // The monotonic world: N nodes run the real monotonic.Etcd source (the
@@ -45,6 +48,18 @@ type MonoConfig struct {
 	TTL      time.Duration // whole seconds; 0: 2 s
 	MaxDrift float64       // 0: 500e-6
 	Bugs     MonoBugs
+	// Dir, when set, gives each node a data directory below it (kept
+	// across its restarts) holding its witness marks, as idmint serve
+	// keeps them; every leader also raises the mark in the cluster
+	// witness (Witness).
+	Dir string
+	// Witness names the cluster witness: "etcd", the coordinator's own
+	// etcd (what serve uses with an etcd:// coordinator), or "separate", a
+	// store of its own (serve's witness: option); "" none.
+	Witness string
+	// Restores snapshots the coordinator's etcd at random times and
+	// restores it later from the older snapshot.
+	Restores bool
 }
 
 // MonoBugs re-introduces known mistakes of the monotonic leader.
@@ -61,19 +76,20 @@ type proc struct {
 }
 
 type mnode struct {
-	i      int
-	drift  float64
-	born   time.Duration
-	inc    int
-	clk    *clock.Fake
-	p      *proc
-	e      *monotonic.Etcd
-	paused bool
-	down   bool
-	held   []func()
-	all    []*monotonic.Etcd // every source started, for the final close
-	open   int               // calls begun and not returned (event loop)
-	clks   []*clock.Fake     // every process's clock, to let its sleepers go at the end
+	i       int
+	drift   float64
+	born    time.Duration
+	inc     int
+	clk     *clock.Fake
+	p       *proc
+	e       *monotonic.Etcd
+	paused  bool
+	down    bool
+	held    []func()
+	all     []*monotonic.Etcd // every source started, for the final close
+	open    int               // calls begun and not returned (event loop)
+	clks    []*clock.Fake     // every process's clock, to let its sleepers go at the end
+	closers []io.Closer       // witness files, closed at the end
 }
 
 func (n *mnode) mono(global time.Duration) time.Duration {
@@ -84,6 +100,7 @@ type ereq struct {
 	p        *proc
 	desc     string
 	exec     func(st *etcdState) (any, error)
+	db       int   // which store exec runs on (etcdClient.db)
 	to       int   // a forwarded request: the target node (exec nil)
 	n        int64 // its count
 	reply    chan ereply
@@ -140,7 +157,10 @@ type msim struct {
 	now  time.Duration
 	q    queue
 	seq  int64
-	st   *etcdState
+	st   *etcdState // the coordinator's etcd
+	wdb  *etcdState // the separate witness store (Witness)
+	snap *etcdState
+	dir  string
 
 	nodes []*mnode
 	loss  float64
@@ -215,7 +235,15 @@ var monoMu sync.Mutex
 func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 	monoMu.Lock()
 	defer monoMu.Unlock()
-	w := &msim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6d6f6e6f)), st: newEtcdState(), base: runtime.NumGoroutine()}
+	w := &msim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6d6f6e6f)), st: newEtcdState(), wdb: newEtcdState(), base: runtime.NumGoroutine()}
+	if cfg.Dir != "" {
+		d, err := os.MkdirTemp(cfg.Dir, "mono-")
+		if err != nil {
+			panic(err)
+		}
+		w.dir = d
+		defer os.RemoveAll(d)
+	}
 	w.log.hash = 14695981039346656037
 	if w.cfg.Nodes == 0 {
 		w.cfg.Nodes = 3
@@ -273,7 +301,29 @@ func (w *msim) start(n *mnode) {
 	if w.cfg.Bugs.SecondLeader {
 		mut = mutate.New(mutate.SecondLeader)
 	}
-	e, err := monotonic.NewEtcd(monotonic.EtcdConfig{Client: cli, Prefix: "/sim/", Name: "sim", TTL: w.cfg.TTL,
+	var wit monotonic.Witness
+	if w.dir != "" {
+		local, err := witness.OpenFile(filepath.Join(w.dir, fmt.Sprintf("node%d", n.i)))
+		if err != nil {
+			panic(err)
+		}
+		n.closers = append(n.closers, local)
+		wit = local
+		var cl *witness.Etcd
+		switch w.cfg.Witness {
+		case "etcd":
+			cl = witness.NewEtcd(cli, "/witness/")
+		case "separate":
+			wcli := clientv3.NewCtxClient(context.Background())
+			wc := &etcdClient{p: p, w: w, db: 1}
+			wcli.KV, wcli.Lease, wcli.Watcher = wc, wc, wc
+			cl = witness.NewEtcd(wcli, "/witness/")
+		}
+		if cl != nil {
+			wit = witness.Multi{local, cl}
+		}
+	}
+	e, err := monotonic.NewEtcd(monotonic.EtcdConfig{Client: cli, Prefix: "/sim/", Name: "sim", TTL: w.cfg.TTL, Witness: wit,
 		// The network's own timeout (simTimeout) bounds every call in
 		// simulated time; a real-time deadline must never fire.
 		Timeout: time.Hour, Advertise: fmt.Sprintf("node%d", n.i), Clock: n.clk, Logger: discard, Mutations: mut, Window: 50,
@@ -316,6 +366,14 @@ func (w *msim) plan() {
 	for range w.r.IntN(2) {
 		w.at(time.Duration(w.r.Int64N(int64(d))), w.deleteLeaderKey)
 	}
+	if w.cfg.Restores {
+		for range 1 + w.r.IntN(2) {
+			t1 := time.Duration(w.r.Int64N(int64(d)))
+			t2 := t1 + time.Duration(w.r.Int64N(int64(d-t1)))
+			w.at(t1, w.snapshot)
+			w.at(t2, w.restore)
+		}
+	}
 }
 
 // leaderKey is the election key with the lowest create revision: the
@@ -328,6 +386,42 @@ func (w *msim) leaderKey() *ekv {
 		}
 	}
 	return best
+}
+
+// snapshot copies the coordinator's etcd (`etcdctl snapshot save`).
+func (w *msim) snapshot() {
+	w.snap = w.st.clone()
+	w.logf("operator takes a snapshot of etcd (revision %d)", w.snap.rev)
+}
+
+// restore puts the last snapshot back, as `etcdutl snapshot restore
+// --bump-revision --mark-compacted` and a restart do: the keys and leases of
+// that time, leases refreshed to a full TTL, revisions above every earlier
+// one, every watch cancelled (its client reads afresh).
+func (w *msim) restore() {
+	if w.snap == nil {
+		return
+	}
+	st := w.snap.clone()
+	st.rev = w.st.rev + 1000
+	st.compacted = st.rev
+	st.lastID = max(st.lastID, w.st.lastID)
+	for _, wt := range w.st.watches {
+		wt.send(clientv3.WatchResponse{Header: st.header(), Canceled: true, CompactRevision: st.rev})
+		wt.close()
+		w.woke = true
+	}
+	st.watches = nil
+	w.st = st
+	ids := make([]int64, 0, len(st.leases))
+	for id := range st.leases {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		w.renew(id, st.leases[id])
+	}
+	w.logf("operator restores etcd from the snapshot of revision %d", w.snap.rev)
 }
 
 // revokeLeader is `etcdctl lease revoke` of the leader's lease.
@@ -492,10 +586,6 @@ func (w *msim) settle() {
 }
 
 // call is a process's request to etcd, answered by the event loop.
-func (w *msim) call(ctx context.Context, p *proc, desc string, exec func(*etcdState) (any, error)) (any, error) {
-	return w.submit(ctx, &ereq{p: p, desc: desc, exec: exec, reply: make(chan ereply, 1)})
-}
-
 func (w *msim) submit(ctx context.Context, r *ereq) (any, error) {
 	p := r.p
 	w.mu.Lock()
@@ -579,7 +669,11 @@ func (w *msim) send(r *ereq, h hop) {
 		return
 	}
 	w.at(sent+h.d1, func() {
-		v, err := r.exec(w.st)
+		st := w.st
+		if r.db != 0 {
+			st = w.wdb
+		}
+		v, err := r.exec(st)
 		if !h.ok2 || h.d1+h.d2 >= mTimeout {
 			return
 		}
@@ -631,6 +725,12 @@ func (w *msim) watch(wt *ewatch) {
 func (w *msim) addWatch(wt *ewatch) {
 	if wt.next == 0 {
 		wt.next = w.st.rev + 1
+	}
+	if wt.next <= w.st.compacted {
+		wt.send(clientv3.WatchResponse{Header: w.st.header(), Canceled: true, CompactRevision: w.st.compacted})
+		wt.close()
+		w.woke = true
+		return
 	}
 	w.st.watches = append(w.st.watches, wt)
 	w.flush(wt)
@@ -817,6 +917,11 @@ func (w *msim) crash(n *mnode) {
 	// small.
 	e := n.e
 	go func() { _ = e.Close() }()
+	// kill -9 releases the data directory's lock.
+	for _, c := range n.closers {
+		_ = c.Close()
+	}
+	n.closers = nil
 	w.at(w.now+time.Duration(w.r.Int64N(int64(2*time.Second))), func() { w.start(n) })
 }
 
@@ -889,6 +994,11 @@ func (w *msim) shutdown() {
 		// forwarding batch and its callers end on their own, once their
 		// clocks let them.
 		if closed && runtime.NumGoroutine() <= w.base {
+			for _, n := range w.nodes {
+				for _, c := range n.closers {
+					_ = c.Close()
+				}
+			}
 			return
 		}
 		select {
