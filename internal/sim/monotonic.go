@@ -165,7 +165,7 @@ type msim struct {
 	nodes []*mnode
 	loss  float64
 	slow  float64
-	cut   []time.Duration // partitioned from etcd until
+	cut   []partition // a node cut off from etcd and its peers
 
 	mu        sync.Mutex
 	fwdDone   []fwdResult
@@ -259,7 +259,7 @@ func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 	}
 	w.loss = []float64{0, 0.02, 0.1}[w.r.IntN(3)]
 	w.slow = []float64{0, 0.05, 0.2}[w.r.IntN(3)]
-	w.cut = make([]time.Duration, w.cfg.Nodes)
+	w.cut = make([]partition, w.cfg.Nodes)
 	for i := range w.cfg.Nodes {
 		n := &mnode{i: i, drift: (2*w.r.Float64() - 1) * w.cfg.MaxDrift}
 		if w.r.IntN(3) == 0 {
@@ -354,9 +354,10 @@ func (w *msim) plan() {
 		}
 		if w.r.IntN(4) == 0 {
 			t, long := time.Duration(w.r.Int64N(int64(d))), time.Duration(w.r.Int64N(int64(w.cfg.TTL*3/2)))
+			way := w.r.IntN(3) // both ways, requests only, replies only
 			w.at(t, func() {
-				w.cut[n.i] = w.now + long
-				w.logf("node %d partitioned from etcd for %v", n.i, long)
+				w.cut[n.i] = partition{until: w.now + long, way: way}
+				w.logf("node %d partitioned for %v (%s)", n.i, long, []string{"both ways", "requests lost", "replies lost"}[way])
 			})
 		}
 	}
@@ -618,10 +619,11 @@ func (w *msim) reply(r *ereq, rep ereply) {
 	r.reply <- rep
 }
 
-// delay draws one message's delay between node n and etcd, or reports it
-// lost.
-func (w *msim) delay(n *mnode) (time.Duration, bool) {
-	if w.now < w.cut[n.i] || w.r.Float64() < w.loss {
+// delay draws the delay of one message from node n (reply false) or to it
+// (reply true), or reports it lost.
+func (w *msim) delay(n *mnode, reply bool) (time.Duration, bool) {
+	p := w.cut[n.i]
+	if (w.now < p.until && (p.way == 0 || (p.way == 2) == reply)) || w.r.Float64() < w.loss {
 		return 0, false
 	}
 	if w.r.Float64() < w.slow {
@@ -646,8 +648,8 @@ type hop struct {
 
 func (w *msim) hop(n *mnode) hop {
 	var h hop
-	h.d1, h.ok1 = w.delay(n)
-	h.d2, h.ok2 = w.delay(n)
+	h.d1, h.ok1 = w.delay(n, false)
+	h.d2, h.ok2 = w.delay(n, true)
 	return h
 }
 
@@ -762,9 +764,9 @@ func (w *msim) flush(wt *ewatch) {
 		resp.Header.Revision = rev
 		n, inc := wt.p.n, wt.p.inc
 		// A watch is a stream: in order, late while cut off, never lost.
-		d, ok := w.delay(n)
+		d, ok := w.delay(n, true)
 		if !ok {
-			d = max(w.cut[n.i]-w.now, 0) + 10*time.Millisecond
+			d = max(w.cut[n.i].until-w.now, 0) + 10*time.Millisecond
 		}
 		at := max(wt.last, w.now+d)
 		wt.last = at

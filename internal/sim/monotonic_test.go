@@ -6,16 +6,16 @@ import (
 	"testing"
 )
 
-var monoSeeds = flag.Int("sim.monoseeds", 0, "how many seeds the monotonic sweep runs (0: 80, 8 under -race or -short)")
+var monoSeeds = flag.Int("sim.monoseeds", 0, "how many seeds the monotonic sweep runs (0: 60, 6 under -race or -short)")
 
 func monoBudget() int {
 	switch {
 	case *monoSeeds > 0:
 		return *monoSeeds
 	case raceEnabled || testing.Short():
-		return 8
+		return 6
 	}
-	return 80
+	return 60
 }
 
 // monoSweep runs seeds 1..n of the monotonic world, one at a time, and
