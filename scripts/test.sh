@@ -85,7 +85,7 @@ go vet ./...
 gotest -race -count=1 -timeout 8m "$@" ./...
 # The simulator once more without the race detector, which leaves time for
 # its full seed budget (10,000 seeds and the re-introduced bugs).
-gotest -count=1 -timeout 3m "$@" ./internal/sim
+gotest -count=1 -timeout 8m "$@" ./internal/sim
 if [ -f bench/go.mod ]; then
 	# The peer-comparison module: its tests (uniqueness and format agreement
 	# with the peers), then each benchmark once, so it cannot rot unnoticed.
