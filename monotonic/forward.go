@@ -14,7 +14,8 @@ import (
 // Forwarder carries a follower's request to the leader advertised at addr
 // for the source called name, and returns the first of n consecutive IDs.
 // It returns an error wrapping ErrFenced when that node is not the proven
-// leader. Peers is the HTTP implementation.
+// leader. Peers is the implementation between nodes (a framed stream per
+// leader and source, HTTP for a leader without one).
 type Forwarder interface {
 	Forward(ctx context.Context, addr, name string, n int64) (first int64, err error)
 }
