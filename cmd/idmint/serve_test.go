@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	v1 "github.com/idmint/idmint/api/idmintv1"
+	"github.com/idmint/idmint/internal/idtest"
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/strategies"
@@ -32,7 +33,7 @@ import (
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "idmint")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd := idtest.BuildCommand(bin)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go build: %v", err)

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 var (
@@ -28,7 +30,7 @@ func TestEveryCommandAndFlagInCLIDoc(t *testing.T) {
 		t.Skip("builds idmint; without -short")
 	}
 	bin := filepath.Join(t.TempDir(), "idmint")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/idmint")
+	build := idtest.BuildCommand(bin)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 // An example is a fenced block of the README or docs/ whose lines start
@@ -115,7 +117,7 @@ func TestExamples(t *testing.T) {
 	exs := examples(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "idmint")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/idmint")
+	build := idtest.BuildCommand(bin)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/idmint/idmint/api/idmintv1"
+	"github.com/idmint/idmint/internal/idtest"
 )
 
 // The memory an attack may leave a server at (resident set, as the
@@ -52,7 +53,7 @@ func idmintBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "idmint")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/idmint/idmint/cmd/idmint")
+		cmd := idtest.BuildCommand(binPath)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
