@@ -29,6 +29,9 @@ const (
 	// leader without the stream endpoint (a node of an older version, in
 	// a rolling upgrade) before the stream is tried again.
 	legacyForwards = 1000
+	// silentStream: a stream that answers nothing at all while a batch
+	// with at least this long a deadline waits is given up.
+	silentStream = time.Second
 )
 
 // errNoStream: the leader has no stream endpoint; forward over HTTP.
@@ -50,6 +53,8 @@ type peerConn struct {
 
 	wmu  sync.Mutex
 	wbuf []byte
+
+	frames atomic.Uint64 // frames read: a wait that sees none come judges the stream dead
 
 	mu      sync.Mutex
 	sent    uint64 // the last request id
@@ -201,6 +206,9 @@ func (c *peerConn) call(ctx context.Context, n int64) (int64, error) {
 	id := c.sent
 	c.pending[id] = ch
 	c.mu.Unlock()
+	heard := c.frames.Load()
+	d, ok := ctx.Deadline()
+	judge := ok && time.Until(d) >= silentStream
 	c.wmu.Lock()
 	c.wbuf = appendFrame(c.wbuf[:0], frame{kind: frameNext, id: id, value: n})
 	_ = c.conn.SetWriteDeadline(time.Now().Add(peerWriteTimeout))
@@ -216,7 +224,14 @@ func (c *peerConn) call(ctx context.Context, n int64) (int64, error) {
 		c.mu.Lock()
 		delete(c.pending, id)
 		c.mu.Unlock()
-		return 0, fmt.Errorf("monotonic: forward to %s: %w", c.addr, ctx.Err())
+		err := fmt.Errorf("monotonic: forward to %s: %w", c.addr, ctx.Err())
+		if judge && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.frames.Load() == heard {
+			// Nothing came back for so long: a leader paused or cut off
+			// (TCP would take minutes to say so). The next batch dials
+			// again.
+			c.fail(err)
+		}
+		return 0, err
 	}
 }
 
@@ -233,6 +248,7 @@ func (c *peerConn) read(br *bufio.Reader) {
 			c.fail(err)
 			return
 		}
+		c.frames.Add(1)
 		if f.kind == frameNext {
 			c.fail(fmt.Errorf("%w from the leader: kind %d is a request", errBadFrame, f.kind))
 			return

@@ -411,9 +411,16 @@ func TestPeerStreamBadAnswers(t *testing.T) {
 			first, err := follower.Forward(ctx, addr, "k", 1)
 			if tc.name == "no answer" {
 				// The fake answers nothing (an empty write); the caller's
-				// deadline ends the wait with an error.
+				// deadline ends the wait with an error, and the stream,
+				// silent all that time, is given up: the next batch dials.
 				if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("got %d, %v; want the deadline", first, err)
+				}
+				ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel2()
+				_, _ = follower.Forward(ctx2, addr, "k", 1)
+				if d := follower.dials.Load(); d != 2 {
+					t.Fatalf("%d streams dialed, want a second one after the first stayed silent", d)
 				}
 				return
 			}
