@@ -108,11 +108,20 @@ func (p *Peers) connect(ctx context.Context, l *peerLink, key, addr, name string
 		return nil, errNoStream
 	}
 	c, err := p.dial(ctx, key, addr, name)
-	if errors.Is(err, errNoStream) {
-		l.legacy = legacyForwards - 1
-	}
-	if err != nil {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	switch {
+	case errors.Is(err, errNoStream):
+		l.legacy = legacyForwards - 1 // kept: it remembers the leader has none
 		return nil, err
+	case err != nil:
+		if p.links[key] == l {
+			delete(p.links, key) // a leader gone for good leaves nothing behind
+		}
+		return nil, err
+	}
+	if p.links[key] == nil {
+		p.links[key] = l // dropped by the failure of the stream this one replaces
 	}
 	l.conn.Store(c)
 	return c, nil

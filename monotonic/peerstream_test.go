@@ -158,6 +158,12 @@ func TestPeerStreamBrokenMidBatch(t *testing.T) {
 	if _, err := follower.Forward(ctx, addr, "k", 1); err == nil {
 		t.Fatal("a forward to a closed listener succeeded")
 	}
+	follower.smu.Lock()
+	links, conns := len(follower.links), len(follower.conns)
+	follower.smu.Unlock()
+	if links != 0 || conns != 0 {
+		t.Fatalf("after the leader went away: %d links and %d streams kept, want none", links, conns)
+	}
 	again := listenT(t, addr) // the same address, as a restarted node's listener
 	again.Add("k", src, nil)
 	first, err := follower.Forward(ctx, addr, "k", 1)
