@@ -50,6 +50,7 @@ type Peers struct {
 	links   map[string]*peerLink            // to leaders, by address and source name
 	conns   map[*peerConn]struct{}          // to leaders, open
 	dials   atomic.Int64                    // streams opened to leaders
+	idle    time.Duration                   // served streams idle this long are closed
 }
 
 // Leading is what Peers serves forwarded requests from: NextLocal
@@ -105,7 +106,7 @@ func ListenPeers(addr string, opts ...PeerOption) (*Peers, error) {
 		return nil, fmt.Errorf("monotonic: peer listener: %w", err)
 	}
 	p := &Peers{ln: ln, sources: map[string]peerSource{}, streams: map[net.Conn]context.CancelFunc{},
-		links: map[string]*peerLink{}, conns: map[*peerConn]struct{}{}}
+		links: map[string]*peerLink{}, conns: map[*peerConn]struct{}{}, idle: streamIdle}
 	for _, o := range opts {
 		o(p)
 	}

@@ -24,6 +24,8 @@ const (
 	// streamFlushAt is how many bytes of answers are held back, while more
 	// requests are already buffered, before they are written anyway.
 	streamFlushAt = 32 << 10
+	// streamIdle is how long a served stream may go without a request.
+	streamIdle = 5 * time.Minute
 )
 
 // serveStream upgrades an authenticated POST to streamPath to a peer
@@ -97,12 +99,17 @@ func (p *Peers) streamLoop(ctx context.Context, conn net.Conn, br *bufio.Reader,
 				return
 			}
 		}
+		if br.Buffered() == 0 {
+			// A stream left idle this long is closed; its follower dials
+			// again for its next batch.
+			_ = conn.SetReadDeadline(time.Now().Add(p.idle))
+		}
 		f, err := readFrame(br, buf)
 		if err != nil {
 			if errors.Is(err, errBadFrame) {
 				refuse(err)
 			}
-			return // the follower hung up, or Close
+			return // the follower hung up or left it idle, or Close
 		}
 		switch {
 		case f.kind != frameNext:

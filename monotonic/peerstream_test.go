@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
 )
 
 // counterSource is a Leading that hands out consecutive IDs from memory;
@@ -350,6 +352,35 @@ func TestPeerStreamBadFrames(t *testing.T) {
 	follower := listenT(t, "127.0.0.1:0")
 	if _, err := follower.Forward(ctxT(t), leader.Addr(), "k", 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPeerStreamIdle: the leader closes a stream left without requests
+// for its idle time; the follower's next batch dials a new one.
+func TestPeerStreamIdle(t *testing.T) {
+	t.Parallel()
+	leader, follower := listenT(t, "127.0.0.1:0"), listenT(t, "127.0.0.1:0")
+	leader.idle = 50 * time.Millisecond
+	leader.Add("k", &counterSource{}, nil)
+	conn, br := rawStream(t, leader.Addr(), "k")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("an idle stream: %v, want it closed by the leader within 10s", err)
+	}
+	ctx := ctxT(t)
+	if _, err := follower.Forward(ctx, leader.Addr(), "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	testserver.Eventually(t, "the follower's idle stream closed", 10*time.Second, func() bool {
+		follower.smu.Lock()
+		defer follower.smu.Unlock()
+		return len(follower.conns) == 0
+	})
+	if first, err := follower.Forward(ctx, leader.Addr(), "k", 1); err != nil || first != 2 {
+		t.Fatalf("after the idle close: %d, %v; want 2 on a new stream", first, err)
+	}
+	if d := follower.dials.Load(); d != 2 {
+		t.Fatalf("%d streams dialed, want 2", d)
 	}
 }
 
