@@ -212,7 +212,8 @@ func decodeFamily(text, format string) (decoded, error) {
 }
 
 func decodeSnowflake(l snowflake.Layout, text string) (decoded, error) {
-	if _, err := strconv.ParseInt(text, 10, 64); err != nil {
+	id, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
 		return decoded{}, usagef("argument id: %q is not a 64-bit decimal integer", text)
 	}
 	p, err := strategies.DecodeSnowflake(l, l.Name(), text)
@@ -220,7 +221,6 @@ func decodeSnowflake(l snowflake.Layout, text string) (decoded, error) {
 	if err != nil {
 		return d, err
 	}
-	id, _ := strconv.ParseInt(text, 10, 64) // checked above
 	d.kind, d.hasSeq, d.nodeField = "snowflake", true, strategies.NodeField(l)
 	for _, f := range l.NodeFields() {
 		d.extras = append(d.extras, f.Name)
