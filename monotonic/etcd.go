@@ -175,7 +175,9 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	// machine, slower round trips: fewer IDs per second and more CPU per
 	// ID (BenchmarkEtcdVia: 1 in flight ~7x the rate of 4, at 1/3 of the
 	// CPU per ID).
-	e.fw = &coalescer{send: e.forwardBatch, max: 1}
+	// A forwarded round trip is bounded by 3 s, or by Timeout when that is
+	// longer (a simulation that keeps time itself sets it very long).
+	e.fw = &coalescer{send: e.forwardBatch, max: 1, timeout: max(cfg.Timeout, flushTimeout)}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.wg.Add(2)

@@ -90,8 +90,9 @@ func (e *Etcd) findLeader(ctx context.Context) (string, error) {
 // coalescer merges concurrent forwarded requests into batches, at most
 // max round trips in flight.
 type coalescer struct {
-	send func(ctx context.Context, n int64) (int64, error)
-	max  int
+	send    func(ctx context.Context, n int64) (int64, error)
+	max     int
+	timeout time.Duration // bounds one round trip (flushTimeout when 0)
 
 	mu       sync.Mutex
 	pending  []*fwdReq
@@ -130,6 +131,10 @@ func (c *coalescer) submit(ctx context.Context, n int64) (int64, error) {
 const flushTimeout = 3 * time.Second
 
 func (c *coalescer) flush() {
+	timeout := c.timeout
+	if timeout <= 0 {
+		timeout = flushTimeout
+	}
 	for {
 		c.mu.Lock()
 		var batch []*fwdReq
@@ -146,7 +151,7 @@ func (c *coalescer) flush() {
 			return
 		}
 		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		first, err := c.send(ctx, total)
 		cancel()
 		off := int64(0)
