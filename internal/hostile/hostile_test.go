@@ -186,7 +186,7 @@ func (d *daemon) during(t *testing.T, dur time.Duration, probe func() error) (pe
 			start := time.Now()
 			if err := probe(); err != nil {
 				failures = append(failures, fmt.Sprintf("%v after %v", err, time.Since(start).Round(time.Millisecond)))
-			} else if took := time.Since(start); took > time.Second {
+			} else if took := time.Since(start); took > probeTimeout {
 				failures = append(failures, fmt.Sprintf("answered after %v", took.Round(time.Millisecond)))
 			}
 			next = time.Now().Add(200 * time.Millisecond)
