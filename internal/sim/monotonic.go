@@ -235,6 +235,13 @@ var monoMu sync.Mutex
 func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 	monoMu.Lock()
 	defer monoMu.Unlock()
+	// One processor: goroutines the loop wakes together (callers a term's
+	// end releases at once, racing into the follower's batch) then run in
+	// the order they were woken, not in whatever order two processors
+	// happen to take them, so their effects replay. The race detector
+	// shuffles that order on purpose: under it runs are checked, not
+	// replayable.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	w := &msim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6d6f6e6f)), st: newEtcdState(), wdb: newEtcdState(), base: runtime.NumGoroutine()}
 	if cfg.Dir != "" {
 		d, err := os.MkdirTemp(cfg.Dir, "mono-")
