@@ -76,24 +76,13 @@ type proc struct {
 }
 
 type mnode struct {
-	i       int
-	drift   float64
-	born    time.Duration
-	inc     int
-	clk     *clock.Fake
+	machine
 	p       *proc
 	e       *monotonic.Etcd
-	paused  bool
-	down    bool
-	held    []func()
 	all     []*monotonic.Etcd // every source started, for the final close
 	open    int               // calls begun and not returned (event loop)
 	clks    []*clock.Fake     // every process's clock, to let its sleepers go at the end
 	closers []io.Closer       // witness files, closed at the end
-}
-
-func (n *mnode) mono(global time.Duration) time.Duration {
-	return time.Duration(float64(global-n.born) * (1 + n.drift))
 }
 
 type ereq struct {
@@ -154,9 +143,7 @@ type msim struct {
 	cfg  MonoConfig
 	seed uint64
 	r    *rand.Rand
-	now  time.Duration
-	q    queue
-	seq  int64
+	events
 	st   *etcdState // the coordinator's etcd
 	wdb  *etcdState // the separate witness store (Witness)
 	snap *etcdState
@@ -215,11 +202,6 @@ func (w *msim) lines() []string {
 	return out
 }
 
-func (w *msim) at(t time.Duration, do func()) {
-	w.seq++
-	heap.Push(&w.q, &event{at: t, seq: w.seq, do: do})
-}
-
 func (w *msim) fail(format string, args ...any) {
 	if w.failure == "" {
 		w.failure = fmt.Sprintf(format, args...)
@@ -268,7 +250,7 @@ func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 	w.slow = []float64{0, 0.05, 0.2}[w.r.IntN(3)]
 	w.cut = make([]partition, w.cfg.Nodes)
 	for i := range w.cfg.Nodes {
-		n := &mnode{i: i, drift: (2*w.r.Float64() - 1) * w.cfg.MaxDrift}
+		n := &mnode{machine: machine{i: i, drift: (2*w.r.Float64() - 1) * w.cfg.MaxDrift}}
 		if w.r.IntN(3) == 0 {
 			n.drift = w.cfg.MaxDrift * float64(1-2*w.r.IntN(2))
 		}
@@ -666,7 +648,7 @@ func (w *msim) send(r *ereq, h hop) {
 	w.sent = append(w.sent, r)
 	w.logf("node %d sends %s", n.i, r.desc)
 	deliver := func(rep ereply) {
-		w.deliver(n, inc, func() { w.reply(r, rep) })
+		n.deliver(inc, func() { w.reply(r, rep) })
 	}
 	sent := w.now
 	w.at(sent+mTimeout, func() { deliver(ereply{err: errLost}) })
@@ -695,7 +677,7 @@ func (w *msim) send(r *ereq, h hop) {
 // a crashed one never answers.
 func (w *msim) forward(r *ereq, h hop) {
 	t := w.nodes[r.to]
-	w.deliver(t, t.inc, func() {
+	t.deliver(t.inc, func() {
 		e := t.e
 		w.woke = true
 		go func() {
@@ -705,19 +687,6 @@ func (w *msim) forward(r *ereq, h hop) {
 			w.mu.Unlock()
 		}()
 	})
-}
-
-// deliver runs f for process inc of n now, or when n resumes; never for a
-// process that crashed.
-func (w *msim) deliver(n *mnode, inc int, f func()) {
-	if n.inc != inc || n.down {
-		return
-	}
-	if n.paused {
-		n.held = append(n.held, f)
-		return
-	}
-	f()
 }
 
 // watch registers a watch; the event loop starts it at its next step.
@@ -778,7 +747,7 @@ func (w *msim) flush(wt *ewatch) {
 		at := max(wt.last, w.now+d)
 		wt.last = at
 		w.at(at, func() {
-			w.deliver(n, inc, func() {
+			n.deliver(inc, func() {
 				w.woke = true
 				wt.send(resp)
 			})
@@ -798,7 +767,7 @@ func (w *msim) forwarded(f fwdResult) {
 	if !f.h.ok2 {
 		return
 	}
-	w.at(w.now+f.h.d2, func() { w.deliver(n, inc, func() { w.reply(r, f.rep) }) })
+	w.at(w.now+f.h.d2, func() { n.deliver(inc, func() { w.reply(r, f.rep) }) })
 }
 
 // renew sets a lease's expiry a TTL from now and checks it then.
@@ -889,26 +858,16 @@ func shortMonoErr(err error) string {
 }
 
 func (w *msim) pause(n *mnode, d time.Duration) {
-	if n.paused || n.down {
-		return
-	}
-	n.paused = true
-	w.logf("node %d pauses for %v", n.i, d)
-	inc := n.inc
-	w.at(w.now+d, func() {
-		if n.inc != inc || n.down {
-			return
-		}
-		n.paused = false
+	if n.pause(&w.events, d, func(held []func()) {
 		w.logf("node %d resumes", n.i)
 		w.advance(w.now)
-		held := n.held
-		n.held = nil
 		for _, f := range held {
 			f()
 			w.settle()
 		}
-	})
+	}) {
+		w.logf("node %d pauses for %v", n.i, d)
+	}
 }
 
 // crash is kill -9: the process's calls fail at once, its clock stops, its

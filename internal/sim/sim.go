@@ -193,10 +193,6 @@ func (q queue) Less(i, j int) bool {
 func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
 func (q *queue) Push(x any)   { *q = append(*q, x.(*event)) }
 func (q *queue) Pop() any     { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
-func (s *sim) at(t time.Duration, do func()) {
-	s.seq++
-	heap.Push(&s.q, &event{at: t, seq: s.seq, do: do})
-}
 
 // ---- coordinator ----
 
@@ -336,15 +332,8 @@ func (e earlyLoad) Load(ctx context.Context) (time.Time, error) {
 }
 
 type node struct {
-	i      int
-	drift  float64
-	steps  time.Duration // wall offset, including NTP steps
-	inc    int           // incarnation: +1 per process start
-	born   time.Duration // global time this process started
-	clk    *clock.Fake
-	paused bool
-	down   bool // crashed, not yet restarted
-	held   []func()
+	machine
+	steps time.Duration // wall offset, including NTP steps
 
 	acquiring bool
 	closing   bool
@@ -363,10 +352,6 @@ type node struct {
 	files     map[string][]byte // horizon files as the process found them (LyingDisk)
 }
 
-func (n *node) mono(global time.Duration) time.Duration {
-	return time.Duration(float64(global-n.born) * (1 + n.drift))
-}
-
 func (n *node) wall(global time.Duration) time.Time {
 	return wallStart.Add(time.Duration(float64(global)*(1+n.drift)) + n.steps)
 }
@@ -374,12 +359,10 @@ func (n *node) wall(global time.Duration) time.Time {
 // ---- the simulation ----
 
 type sim struct {
-	cfg   Config
-	seed  uint64
-	r     *rand.Rand
-	now   time.Duration
-	q     queue
-	seq   int64
+	cfg  Config
+	seed uint64
+	r    *rand.Rand
+	events
 	coord coordinator
 	nodes []*node
 
@@ -400,7 +383,7 @@ type sim struct {
 	ring        [traceKeep]entry
 	logged      int
 	hash        uint64
-	events      int
+	processed   int
 	issued      int
 	violation   string
 	canceled    context.Context
@@ -445,7 +428,7 @@ func Run(seed uint64, cfg Config) Result {
 	s.slow = []float64{0, 0.05, 0.2}[s.r.IntN(3)]
 	s.partitioned = make([]partition, s.cfg.Nodes)
 	for i := range s.cfg.Nodes {
-		n := &node{i: i, drift: (2*s.r.Float64() - 1) * s.cfg.MaxDrift, steps: s.offset()}
+		n := &node{machine: machine{i: i, drift: (2*s.r.Float64() - 1) * s.cfg.MaxDrift}, steps: s.offset()}
 		if s.r.IntN(3) == 0 { // the extremes are where bugs hide
 			n.drift = s.cfg.MaxDrift * float64(1-2*s.r.IntN(2))
 		}
@@ -461,11 +444,11 @@ func Run(seed uint64, cfg Config) Result {
 			break
 		}
 		s.advance(e.at)
-		s.events++
+		s.processed++
 		e.do()
 		s.settle()
 	}
-	res := Result{World: "snowflake", Seed: seed, Issued: s.issued, Events: s.events, Violation: s.violation, Hash: s.hash}
+	res := Result{World: "snowflake", Seed: seed, Issued: s.issued, Events: s.processed, Violation: s.violation, Hash: s.hash}
 	res.Trace = s.traceLines()
 	return res
 }
@@ -722,7 +705,7 @@ func (s *sim) send(r *request) {
 	s.sent = append(s.sent, r)
 	s.logf("node %d inc %d sends %s (id %d gen %d)", n.i, r.b.inc, r.kind, r.b.id, r.b.gen)
 	answer := func(res result) {
-		s.deliver(n, r.b.inc, func() {
+		n.deliver(r.b.inc, func() {
 			s.mu.Lock()
 			if r.answered {
 				s.mu.Unlock()
@@ -888,19 +871,6 @@ func (s *sim) deleteClaim() {
 	}
 }
 
-// deliver runs f for node n's process inc now, or when n resumes; never
-// for a process that crashed.
-func (s *sim) deliver(n *node, inc int, f func()) {
-	if n.inc != inc || n.down {
-		return
-	}
-	if n.paused {
-		n.held = append(n.held, f)
-		return
-	}
-	f()
-}
-
 // start begins a process on n: a fresh monotonic clock, then an acquire.
 func (s *sim) start(n *node) {
 	n.inc++
@@ -929,7 +899,7 @@ func (s *sim) acquire(n *node) {
 		n.acquiring = false
 		s.at(s.now+time.Duration(100+s.r.IntN(900))*time.Millisecond, func() { s.acquire(n) })
 	}
-	s.at(s.now+simTimeout, func() { s.deliver(n, inc, retry) })
+	s.at(s.now+simTimeout, func() { n.deliver(inc, retry) })
 	d1, ok := s.delay(n, false)
 	if !ok {
 		return
@@ -956,7 +926,7 @@ func (s *sim) acquire(n *node) {
 			return // the orphaned lease expires on the coordinator
 		}
 		s.at(s.now+d2, func() {
-			s.deliver(n, inc, func() {
+			n.deliver(inc, func() {
 				if done {
 					return
 				}
@@ -1084,26 +1054,16 @@ func (s *sim) check(n *node, id int64) {
 // pause stops n's process for d: its clocks keep running but nothing in
 // it runs; replies wait for the resume.
 func (s *sim) pause(n *node, d time.Duration) {
-	if n.paused || n.down {
-		return
-	}
-	n.paused = true
-	s.logf("node %d pauses for %v", n.i, d)
-	inc := n.inc
-	s.at(s.now+d, func() {
-		if n.inc != inc || n.down {
-			return
-		}
-		n.paused = false
+	if n.pause(&s.events, d, func(held []func()) {
 		s.logf("node %d resumes", n.i)
 		s.advance(s.now)
-		held := n.held
-		n.held = nil
 		for _, f := range held {
 			f()
 			s.settle()
 		}
-	})
+	}) {
+		s.logf("node %d pauses for %v", n.i, d)
+	}
 }
 
 // crash kills n's process: no release reaches the coordinator, pending
