@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/internal/idtest"
 	"github.com/idmint/idmint/internal/testserver"
 )
 
@@ -97,11 +98,7 @@ func TestCluster(t *testing.T) {
 		total = 1_000_000
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "idmint")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/idmint")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/idmint: %v\n%s", err, out)
-	}
+	bin := buildIdmint(t, dir)
 	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  flake:\n    strategy: snowflake\n",
 		etcd, testserver.Prefix(t), pg)
@@ -309,4 +306,19 @@ func (n *node) cleanup(t testing.TB) {
 		b, _ := os.ReadFile(n.log.Name())
 		t.Logf("log of %s (last 3000 bytes):\n%s", n.name, b[max(0, len(b)-3000):])
 	}
+}
+
+// buildIdmint builds cmd/idmint into dir as the other tests build it (so
+// the build cache serves them all), or returns IDMINT_CLIENT_BIN when set
+// (a given build: a build of the tree takes a minute on a loaded machine).
+func buildIdmint(t testing.TB, dir string) string {
+	t.Helper()
+	if bin := os.Getenv("IDMINT_CLIENT_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(dir, "idmint")
+	if out, err := idtest.BuildCommand(bin).CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/idmint: %v\n%s", err, out)
+	}
+	return bin
 }

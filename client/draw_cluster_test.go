@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -119,13 +118,7 @@ func startSegmentNodes(t *testing.T) []*node {
 	// IDMINT_CLIENT_BIN names an idmint binary to run instead of
 	// building cmd/idmint (a build of the tree as it is takes a minute
 	// on a loaded machine).
-	bin := os.Getenv("IDMINT_CLIENT_BIN")
-	if bin == "" {
-		bin = filepath.Join(dir, "idmint")
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/idmint").CombinedOutput(); err != nil {
-			t.Fatalf("go build ../cmd/idmint: %v\n%s", err, out)
-		}
-	}
+	bin := buildIdmint(t, dir)
 	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n",
 		etcd, testserver.Prefix(t), pg)

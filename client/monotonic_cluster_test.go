@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -37,10 +36,7 @@ func startMonoCluster(t testing.TB) *monoCluster {
 	t.Helper()
 	etcd := testserver.Addr(t, testserver.Etcd)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "idmint")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/idmint").CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/idmint: %v\n%s", err, out)
-	}
+	bin := buildIdmint(t, dir)
 	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nkeys:\n  seq:\n    strategy: monotonic\n    options:\n      ttl: \"%d\"\n",
 		etcd, testserver.Prefix(t), int(monoTTL/time.Second))
