@@ -77,8 +77,11 @@ type unavailable struct {
 }
 
 func (u *unavailable) Error() string {
-	if u.last == nil {
-		return ErrUnavailable.Error() + ": every endpoint is backing off after failures"
+	if u.tried == 0 {
+		if u.last == nil {
+			return ErrUnavailable.Error() + ": every endpoint is backing off after failures"
+		}
+		return fmt.Sprintf("%s: every endpoint is backing off after failures; last failure: %v", ErrUnavailable, u.last)
 	}
 	return fmt.Sprintf("%s: %d endpoint(s) tried; last failure: %v", ErrUnavailable, u.tried, u.last)
 }

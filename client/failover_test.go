@@ -153,6 +153,31 @@ func TestAllDownThenUp(t *testing.T) {
 	})
 }
 
+// A call that finds every endpoint backing off still says why: its error
+// carries the failure that opened the breakers (the nodes' 503), not only
+// "backing off". The client's clock stands still, so the second call meets
+// open breakers whatever the machine's speed.
+func TestAllBackingOffCarriesLastFailure(t *testing.T) {
+	cl := newCluster()
+	a, b := newFakeNode(t, cl), newFakeNode(t, cl)
+	a.mode.Store(mode503)
+	b.mode.Store(mode503)
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := newClient(t, []string{a.url(), b.url()}, Options{Clock: fc, HedgeAfter: -1, BreakerThreshold: 1})
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := c.Next(ctx, "order")
+		cancel()
+		var ce *Error
+		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &ce) || ce.Status != 503 {
+			t.Fatalf("call %d with every node answering 503: %v; want ErrUnavailable carrying the 503", i+1, err)
+		}
+	}
+	if got := a.calls.Load() + b.calls.Load(); got != 2 {
+		t.Errorf("%d requests; want 2 (the second call must find both breakers open)", got)
+	}
+}
+
 // Retry-After keeps an endpoint out of rotation at least that long (on the
 // client's clock), and 429 is retried elsewhere.
 func TestRetryAfter(t *testing.T) {

@@ -125,6 +125,21 @@ func (p *pool) pick(prefer *endpoint) (order []*endpoint, retryAt time.Duration)
 	return order, retryAt
 }
 
+// lastFailure is the failure that opened a breaker, for an error that
+// says why every endpoint is backing off: the first endpoint's that has
+// one, nil when none has.
+func (p *pool) lastFailure() error {
+	for _, e := range p.eps {
+		e.mu.Lock()
+		err := e.lastErr
+		e.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // success closes e's breaker.
 func (p *pool) success(e *endpoint) {
 	e.mu.Lock()
@@ -180,7 +195,7 @@ func do[T any](ctx context.Context, p *pool, key string, prefer *endpoint, op fu
 	var zero T
 	order, retryAt := p.pick(prefer)
 	if len(order) == 0 {
-		return zero, &unavailable{retryAt: retryAt}
+		return zero, &unavailable{last: p.lastFailure(), retryAt: retryAt}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
