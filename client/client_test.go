@@ -294,6 +294,14 @@ func TestServerMaxCountLower(t *testing.T) {
 	if m := c.maxCount.Load(); m > 300 {
 		t.Fatalf("request size still %d after the server refused more than 300", m)
 	}
+	// bad_count is the request's fault: the node answered, so its breaker
+	// stays closed (counting those answers as failures opened it, and a
+	// loaded CI machine then saw "every endpoint is backing off").
+	for _, e := range c.Stats().Endpoints {
+		if !e.Available || e.Failures != 0 {
+			t.Errorf("endpoint %s after bad_count answers: available %v, %d failures; want available, 0 failures", e.URL, e.Available, e.Failures)
+		}
+	}
 }
 
 // TestMonotonicProbeNotServedLate: the first call on a monotonic key

@@ -265,6 +265,15 @@ func do[T any](ctx context.Context, p *pool, key string, prefer *endpoint, op fu
 				}
 				return r.v, nil
 			}
+			if !retryable(r.err) {
+				// The endpoint answered and refused the request itself
+				// (400, 401, 403, unknown key): the request's fault, not
+				// the endpoint's, so it keeps a closed breaker. Counting
+				// it would open the breaker of a healthy node on the
+				// bad_count answers the client halves its requests by.
+				p.success(r.e)
+				return zero, r.err
+			}
 			if ctx.Err() != nil && !errors.Is(r.err, context.DeadlineExceeded) {
 				// Cancelled by our caller: not the endpoint's fault.
 				r.e.mu.Lock()
@@ -274,9 +283,6 @@ func do[T any](ctx context.Context, p *pool, key string, prefer *endpoint, op fu
 				p.failure(r.e, r.err)
 			}
 			last = r.err
-			if !retryable(r.err) {
-				return zero, r.err
-			}
 			if ctx.Err() != nil {
 				continue
 			}
