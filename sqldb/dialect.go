@@ -1,9 +1,11 @@
 package sqldb
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -141,4 +143,50 @@ func IsDuplicate(err error) bool {
 		return lite.Code() == 1555 || lite.Code() == 2067
 	}
 	return false
+}
+
+// IsTransient reports whether err is a refusal the database made because
+// of other transactions running at the same moment, after which it rolled
+// the statement back and the same statement may simply be run again:
+// MySQL/MariaDB's deadlock (1213, "try restarting transaction") and lock
+// wait timeout (1205), PostgreSQL's serialization failure (40001) and
+// deadlock (40P01), SQLite's busy and locked.
+func IsTransient(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "40001" || pg.Code == "40P01"
+	}
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		return my.Number == 1213 || my.Number == 1205
+	}
+	var lite *sqlite.Error
+	if errors.As(err, &lite) {
+		// SQLITE_BUSY and SQLITE_LOCKED with their extended codes.
+		c := lite.Code() & 0xff
+		return c == 5 || c == 6
+	}
+	return false
+}
+
+// RetryTransient runs f until it returns something other than a
+// transient refusal (see IsTransient), at most 8 times, waiting 1 ms
+// doubling to 32 ms between tries, and not past ctx. Only for statements
+// whose refusal leaves nothing done: a refused statement was rolled back.
+func RetryTransient(ctx context.Context, f func() error) error {
+	wait := time.Millisecond
+	for try := 1; ; try++ {
+		err := f()
+		if err == nil || try == 8 || !IsTransient(err) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 32*time.Millisecond)
+	}
 }

@@ -89,7 +89,14 @@ func newMySQL(ctx context.Context, db *sqldb.DB, cfg Config, offset int, hook co
 // the two agree.
 func (m *mysqlSource) tickets(ctx context.Context, dst []int64) (int, error) {
 	err := m.pool.with(ctx, func(c *sql.Conn) error {
-		res, err := c.ExecContext(ctx, m.replace)
+		// Concurrent REPLACEs on one row can deadlock in InnoDB (the
+		// delete-then-insert takes its locks in two steps); the refused
+		// statement was rolled back and issued nothing, so run it again.
+		var res sql.Result
+		err := sqldb.RetryTransient(ctx, func() (err error) {
+			res, err = c.ExecContext(ctx, m.replace)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("ticket: %s: %w", m.pool.db.URL, err)
 		}
@@ -129,7 +136,11 @@ func (m *mysqlSource) raiseOn(ctx context.Context, c *sql.Conn, atLeast int64) (
 	if before >= next || next-m.step < 1 {
 		return before, nil
 	}
-	if _, err := c.ExecContext(ctx, "REPLACE INTO `"+m.table+"` (id, stub) VALUES (?, '"+m.stub+"')", next-m.step); err != nil {
+	err := sqldb.RetryTransient(ctx, func() error {
+		_, err := c.ExecContext(ctx, "REPLACE INTO `"+m.table+"` (id, stub) VALUES (?, '"+m.stub+"')", next-m.step)
+		return err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("ticket: move %s's counter to %d: %w", m.table, next, err)
 	}
 	return before, nil

@@ -319,12 +319,7 @@ func (a *sqlAssigner) advanceSequence(ctx context.Context, tx *sql.Tx, id int64)
 }
 
 func isConflict(err error) bool {
-	if sqldb.IsDuplicate(err) {
-		return true
-	}
-	s := strings.ToLower(err.Error())
-	// MySQL 1213 deadlock, PostgreSQL 40001/40P01, SQLite busy.
-	return strings.Contains(s, "deadlock") || strings.Contains(s, "40001") || strings.Contains(s, "busy") || strings.Contains(s, "locked")
+	return sqldb.IsDuplicate(err) || sqldb.IsTransient(err)
 }
 
 func splitHolder(h string) (host, port string) {
