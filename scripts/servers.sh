@@ -162,6 +162,10 @@ targets() {
 	if [ "$(cat "$1/kind" 2>/dev/null)" = postgres ]; then tree "$pid"; else echo "$pid"; fi
 }
 
+# port_free reports whether nothing listens on 127.0.0.1:PORT.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_user() { ss -ltnpH "sport = :$1" 2>/dev/null | sed -n 's/.*users:((\("[^"]*",pid=[0-9]*\).*/\1/p' | head -1; }
+
 alive() { [ -f "$1/server.pid" ] && kill -0 "$(cat "$1/server.pid")" 2>/dev/null; }
 
 start() {
@@ -471,9 +475,17 @@ declare -A PORT=([postgres]=25432 [mariadb]=23306 [redis]=26379 [etcd]=22379 [zo
 
 up() {
 	local base=$1 k
+	# Everything is checked before anything starts, and a server that does
+	# not start stops the ones before it: a half-done up left servers
+	# running on the ports with their data directory gone, and the next up
+	# then met them ("could not open file global/pg_filenode.map").
+	for k in $KINDS; do
+		has "$k" || die "$k is not installed; run: sudo $SELF install $KINDS"
+		port_free "${PORT[$k]}" || die "port ${PORT[$k]} (for $k) is in use: $(port_user "${PORT[$k]}"); stop it (servers.sh down BASE of the run that started it) and try again"
+	done
 	mkdir -p "$base"
 	for k in $KINDS; do
-		start "$k" "$base/$k" "${PORT[$k]}" >&2 || return 1
+		(start "$k" "$base/$k" "${PORT[$k]}") >&2 || { down "$base" >&2; return 1; }
 	done
 	"$(pgbin)/psql" -q -h 127.0.0.1 -p "${PORT[postgres]}" -U postgres -c 'CREATE DATABASE idmint' >/dev/null
 	mariadb --no-defaults -h127.0.0.1 -P"${PORT[mariadb]}" -uroot -e 'CREATE DATABASE IF NOT EXISTS idmint'
