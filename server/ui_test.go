@@ -323,14 +323,27 @@ func TestUISampledFromStart(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	// Counted before the sampler starts: counted after, a sampler already
+	// asleep was in the count, and the wait for one more never ended.
+	sleepers := f.clk.Sleepers()
 	go func() { f.s.sampleUI(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
-	sleepers := f.clk.Sleepers()
+	taken := func() int {
+		f.s.ui.mu.Lock()
+		defer f.s.ui.mu.Unlock()
+		if r := f.s.ui.samples["order"]; r != nil {
+			return len(r.list())
+		}
+		return 0
+	}
 	for i := 1; i <= 3; i++ {
 		if err := f.clk.WaitForSleepers(wait, sleepers+1); err != nil {
 			t.Fatalf("the sampler did not wait for its sample %d: %v", i, err)
+		}
+		if n := taken(); n != i {
+			t.Fatalf("the sampler is waiting with %d samples taken, want %d", n, i)
 		}
 		do(f.h, req{target: "/v1/keys/order/ids?count=5"})
 		f.clk.Advance(UISampleEvery)
