@@ -140,6 +140,15 @@ func (p *pool) lastFailure() error {
 	return nil
 }
 
+// endProbe ends e's probe, if it was one, without judging e: the attempt
+// lost to another, was cancelled by its caller, or was refused for the
+// request's own fault.
+func (e *endpoint) endProbe() {
+	e.mu.Lock()
+	e.probing = false
+	e.mu.Unlock()
+}
+
 // success closes e's breaker.
 func (p *pool) success(e *endpoint) {
 	e.mu.Lock()
@@ -258,27 +267,24 @@ func do[T any](ctx context.Context, p *pool, key string, prefer *endpoint, op fu
 					if now-a.started >= p.opts.HedgeAfter && p.opts.HedgeAfter > 0 {
 						p.failure(a.e, &Error{Endpoint: a.e.url, Message: "slower than the hedge threshold " + p.opts.HedgeAfter.String(), Retryable: true})
 					} else {
-						a.e.mu.Lock()
-						a.e.probing = false
-						a.e.mu.Unlock()
+						a.e.endProbe()
 					}
 				}
 				return r.v, nil
 			}
 			if !retryable(r.err) {
 				// The endpoint answered and refused the request itself
-				// (400, 401, 403, unknown key): the request's fault, not
-				// the endpoint's, so it keeps a closed breaker. Counting
-				// it would open the breaker of a healthy node on the
-				// bad_count answers the client halves its requests by.
-				p.success(r.e)
+				// (400, 401, 403, unknown key): that says nothing about its
+				// health either way, so its breaker neither counts it nor
+				// forgets earlier failures. Counting it opened the breaker
+				// of a healthy node on the bad_count answers the client
+				// halves its requests by.
+				r.e.endProbe()
 				return zero, r.err
 			}
 			if ctx.Err() != nil && !errors.Is(r.err, context.DeadlineExceeded) {
 				// Cancelled by our caller: not the endpoint's fault.
-				r.e.mu.Lock()
-				r.e.probing = false
-				r.e.mu.Unlock()
+				r.e.endProbe()
 			} else {
 				p.failure(r.e, r.err)
 			}
@@ -304,9 +310,7 @@ func do[T any](ctx context.Context, p *pool, key string, prefer *endpoint, op fu
 		case <-ctx.Done():
 			// Wait for nothing more; the attempts see the cancellation.
 			for _, a := range running {
-				a.e.mu.Lock()
-				a.e.probing = false
-				a.e.mu.Unlock()
+				a.e.endProbe()
 			}
 			return zero, &unavailable{last: errors.Join(last, ctx.Err()), tried: next}
 		}
