@@ -330,19 +330,19 @@ func TestUISampledFromStart(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
-	taken := func() int {
+	samples := func() [][2]int64 {
 		f.s.ui.mu.Lock()
 		defer f.s.ui.mu.Unlock()
 		if r := f.s.ui.samples["order"]; r != nil {
-			return len(r.list())
+			return r.list()
 		}
-		return 0
+		return nil
 	}
 	for i := 1; i <= 3; i++ {
 		if err := f.clk.WaitForSleepers(wait, sleepers+1); err != nil {
 			t.Fatalf("the sampler did not wait for its sample %d: %v", i, err)
 		}
-		if n := taken(); n != i {
+		if n := len(samples()); n != i {
 			t.Fatalf("the sampler is waiting with %d samples taken, want %d", n, i)
 		}
 		do(f.h, req{target: "/v1/keys/order/ids?count=5"})
@@ -351,13 +351,7 @@ func TestUISampledFromStart(t *testing.T) {
 	if err := f.clk.WaitForSleepers(wait, sleepers+1); err != nil {
 		t.Fatalf("the sampler did not take its last sample: %v", err)
 	}
-	f.s.ui.mu.Lock()
-	r := f.s.ui.samples["order"]
-	f.s.ui.mu.Unlock()
-	if r == nil {
-		t.Fatal("no samples of key order before any dashboard poll")
-	}
-	h := r.list()
+	h := samples()
 	if len(h) != 4 || h[0][1] != 0 || h[3][1] != 15 {
 		t.Fatalf("samples before any poll = %v, want 4 samples from 0 to 15 IDs", h)
 	}

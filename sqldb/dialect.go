@@ -174,10 +174,17 @@ func IsTransient(err error) bool {
 // doubling to 32 ms between tries, and not past ctx. Only for statements
 // whose refusal leaves nothing done: a refused statement was rolled back.
 func RetryTransient(ctx context.Context, f func() error) error {
+	return retry(ctx, 8, 32*time.Millisecond, f, IsTransient)
+}
+
+// retry runs f until it succeeds, fails with an error again does not
+// accept, has run tries times (0: no limit), or ctx ends; it waits 1 ms
+// between tries, doubling up to most. It returns f's last error.
+func retry(ctx context.Context, tries int, most time.Duration, f func() error, again func(error) bool) error {
 	wait := time.Millisecond
 	for try := 1; ; try++ {
 		err := f()
-		if err == nil || try == 8 || !IsTransient(err) {
+		if err == nil || try == tries || !again(err) {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -187,6 +194,6 @@ func RetryTransient(ctx context.Context, f func() error) error {
 			return err
 		case <-t.C:
 		}
-		wait = min(2*wait, 32*time.Millisecond)
+		wait = min(2*wait, most)
 	}
 }

@@ -108,21 +108,8 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 // another process opens the same file: that answer is retried until ctx
 // ends.
 func ping(ctx context.Context, sdb *sql.DB, d Dialect) error {
-	wait := time.Millisecond
-	for {
-		err := sdb.PingContext(ctx)
-		if err == nil || d != SQLite || !strings.Contains(err.Error(), "SQLITE_BUSY") {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(2*wait, 50*time.Millisecond)
-	}
+	busy := func(err error) bool { return d == SQLite && strings.Contains(err.Error(), "SQLITE_BUSY") }
+	return retry(ctx, 0, 50*time.Millisecond, func() error { return sdb.PingContext(ctx) }, busy)
 }
 
 // Redact returns rawURL with any password replaced by "xxxxx", for logs.
