@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/idmint/idmint/server/internal/wire"
 )
 
 // keysCollection serves GET /v1/keys (list) and POST /v1/keys (create).
@@ -75,7 +77,7 @@ func (e *pageError) Error() string { return e.msg }
 
 func parsePage(raw string) (limit int, after string, perr *pageError) {
 	limit = DefaultKeysPage
-	v, ok, err := queryValue(raw, "limit")
+	v, ok, err := wire.QueryValue(raw, "limit")
 	if err != nil {
 		return 0, "", &pageError{"limit", err.Error()}
 	}
@@ -86,7 +88,7 @@ func parsePage(raw string) (limit int, after string, perr *pageError) {
 		}
 		limit = n
 	}
-	a, _, err := queryValue(raw, "after")
+	a, _, err := wire.QueryValue(raw, "after")
 	if err != nil {
 		return 0, "", &pageError{"after", err.Error()}
 	}

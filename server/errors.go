@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/idmint/idmint/server/internal/wire"
 )
 
 // Error codes of the native API's error body
@@ -62,12 +63,12 @@ func (s *Server) writeError(w http.ResponseWriter, e apiError) {
 	w.WriteHeader(e.status)
 	b := make([]byte, 0, 128+len(e.msg))
 	b = append(b, `{"error":{"code":`...)
-	b = appendJSONString(b, e.code)
+	b = wire.AppendJSONString(b, e.code)
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, e.msg)
+	b = wire.AppendJSONString(b, e.msg)
 	if e.field != "" {
 		b = append(b, `,"field":`...)
-		b = appendJSONString(b, e.field)
+		b = wire.AppendJSONString(b, e.field)
 	}
 	b = append(b, "}}\n"...)
 	w.Write(b)
@@ -102,37 +103,4 @@ func issuerError(err error, key string) apiError {
 		return apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "key " + strconv.Quote(key) + ": request cancelled or timed out: " + err.Error(), retryAfter: retry}
 	}
 	return apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "key " + strconv.Quote(key) + ": cannot issue now: " + err.Error(), retryAfter: retry}
-}
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < 0x80 {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c < 0x20 || c == 0x7f:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			case c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == 0xfffd && size == 1 {
-			b = append(b, "\ufffd"...)
-		} else if r == 0x2028 || r == 0x2029 {
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }

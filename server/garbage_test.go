@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idmint/idmint/server/internal/wire"
 )
 
 // liveServer serves f's handler on a real loopback listener with the
@@ -133,13 +135,13 @@ func FuzzQueryValue(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		v, ok, err := queryValue(raw, "count")
+		v, ok, err := wire.QueryValue(raw, "count")
 		if err != nil {
 			return
 		}
 		q, perr := url.ParseQuery(raw)
 		if perr == nil && len(q["count"]) == 1 && (!ok || v != q["count"][0]) {
-			t.Fatalf("queryValue(%q) = %q, %v; net/url says %q", raw, v, ok, q["count"][0])
+			t.Fatalf("wire.QueryValue(%q) = %q, %v; net/url says %q", raw, v, ok, q["count"][0])
 		}
 	})
 }
@@ -173,8 +175,8 @@ func FuzzCheckName(f *testing.F) {
 		if !utf8.ValidString(s) || len(s) == 0 || len(s) > MaxNameLen {
 			t.Fatalf("CheckName accepted %q", s)
 		}
-		if got := string(appendJSONString(nil, s)); got != fmt.Sprintf("%q", s) && strings.ContainsAny(s, "\"\\") {
-			t.Fatalf("appendJSONString(%q) = %s", s, got)
+		if got := string(wire.AppendJSONString(nil, s)); got != fmt.Sprintf("%q", s) && strings.ContainsAny(s, "\"\\") {
+			t.Fatalf("wire.AppendJSONString(%q) = %s", s, got)
 		}
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/idmint/idmint/server/internal/wire"
 )
 
 // canonicalPath agrees with its definition, path.Clean(p) == p or that
@@ -44,7 +46,7 @@ func TestHotRoutesMatchMux(t *testing.T) {
 	mux := http.NewServeMux()
 	f.s.routes(mux)
 	viaMux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header()["Cache-Control"] = noStore
+		w.Header()["Cache-Control"] = wire.NoStore
 		w.Header()[HeaderNode] = f.s.node
 		mux.ServeHTTP(w, r)
 	})

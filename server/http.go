@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/idparts"
+	"github.com/idmint/idmint/server/internal/wire"
 )
 
 func (s *Server) routes(mux *http.ServeMux) {
@@ -227,7 +228,7 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 		k.mu.RUnlock()
 		h := w.Header()
 		h["Content-Type"] = jsonType
-		h["Cache-Control"] = noStore
+		h["Cache-Control"] = wire.NoStore
 		w.WriteHeader(http.StatusOK)
 		return 0, nil, http.StatusOK
 	}
@@ -263,9 +264,9 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 		b = make([]byte, 0, c)
 	}
 	b = append(b, `{"key":`...)
-	b = appendJSONString(b, k.name)
+	b = wire.AppendJSONString(b, k.name)
 	b = append(b, `,"strategy":`...)
-	b = appendJSONString(b, k.cfg.Strategy)
+	b = wire.AppendJSONString(b, k.cfg.Strategy)
 	b = append(b, `,"ids":[`...)
 	if k.ints != nil {
 		ip := getInts(n)
@@ -297,7 +298,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, id)
+			b = wire.AppendJSONString(b, id)
 		}
 	}
 	b = append(b, "]}\n"...)
@@ -325,11 +326,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 	return http.StatusOK, k
 }
 
-var (
-	jsonType = []string{"application/json"}
-	textType = []string{"text/plain;charset=UTF-8"}
-	noStore  = []string{"no-store"}
-)
+var jsonType = []string{"application/json"}
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *key, err error) int {
 	e := s.issuerRefused(k, err)
@@ -380,7 +377,7 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string)
 	k.issued.Add(float64(got))
 	b := make([]byte, 0, 160)
 	b = append(b, `{"key":`...)
-	b = appendJSONString(b, k.name)
+	b = wire.AppendJSONString(b, k.name)
 	b = append(b, `,"first":"`...)
 	b = strconv.AppendInt(b, first, 10)
 	b = append(b, `","last":"`...)
@@ -409,8 +406,8 @@ func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusMethodNotAllowed
 	}
 	id := r.PathValue("id")
-	layout, hasLayout, err1 := queryValue(r.URL.RawQuery, "layout")
-	keyName, hasKey, err2 := queryValue(r.URL.RawQuery, "key")
+	layout, hasLayout, err1 := wire.QueryValue(r.URL.RawQuery, "layout")
+	keyName, hasKey, err2 := wire.QueryValue(r.URL.RawQuery, "key")
 	if err := errors.Join(err1, err2); err != nil {
 		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout", msg: err.Error()})
 		return http.StatusBadRequest
@@ -479,7 +476,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	h := w.Header()
 	h["Content-Type"] = jsonType
-	h["Cache-Control"] = noStore
+	h["Cache-Control"] = wire.NoStore
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
 }

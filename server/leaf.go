@@ -63,6 +63,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/internal/numfmt"
+	"github.com/idmint/idmint/server/internal/wire"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -208,7 +209,7 @@ func (s *Server) serveLeaf(w http.ResponseWriter, r *http.Request, k *key, snow 
 		// HEAD answers what GET would (status, type) after the same
 		// checks, without consuming an ID.
 		k.mu.RUnlock()
-		w.Header()["Content-Type"] = textType
+		w.Header()["Content-Type"] = wire.TextPlain
 		return http.StatusOK
 	}
 	err := k.ints.NextInt64s(r.Context(), buf[:])
@@ -220,7 +221,7 @@ func (s *Server) serveLeaf(w http.ResponseWriter, r *http.Request, k *key, snow 
 	k.issued.Inc()
 	var out [24]byte
 	b := strconv.AppendInt(out[:0], buf[0], 10)
-	w.Header()["Content-Type"] = textType
+	w.Header()["Content-Type"] = wire.TextPlain
 	w.Write(b)
 	return http.StatusOK
 }
@@ -250,7 +251,7 @@ func (s *Server) leafError(w http.ResponseWriter, r *http.Request, code int64) i
 func (s *Server) springError(w http.ResponseWriter, r *http.Request, status int, exception, message string) int {
 	now := s.clk.Now()
 	h := w.Header()
-	h["Cache-Control"] = noStore
+	h["Cache-Control"] = wire.NoStore
 	h.Set("X-Content-Type-Options", "nosniff")
 	if wantsHTML(r) {
 		// ErrorMvcAutoConfiguration's SpelView; the time is Java's
@@ -268,15 +269,15 @@ func (s *Server) springError(w http.ResponseWriter, r *http.Request, status int,
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"error":`...)
-	b = appendJSONString(b, http.StatusText(status))
+	b = wire.AppendJSONString(b, http.StatusText(status))
 	if exception != "" {
 		b = append(b, `,"exception":`...)
-		b = appendJSONString(b, exception)
+		b = wire.AppendJSONString(b, exception)
 	}
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, message)
+	b = wire.AppendJSONString(b, message)
 	b = append(b, `,"path":`...)
-	b = appendJSONString(b, r.URL.Path)
+	b = wire.AppendJSONString(b, r.URL.Path)
 	b = append(b, "}\n"...)
 	h["Content-Type"] = leafJSONType
 	w.WriteHeader(status)
@@ -325,7 +326,7 @@ func (s *Server) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return http.StatusMethodNotAllowed
 	}
-	raw, ok, err := queryValue(r.URL.RawQuery, "snowflakeId")
+	raw, ok, err := wire.QueryValue(r.URL.RawQuery, "snowflakeId")
 	if err != nil || !ok {
 		// DefaultHandlerExceptionResolver: 400 with the exception's message.
 		return s.springError(w, r, http.StatusBadRequest, springMissingParamExc, "Required String parameter 'snowflakeId' is not present")
@@ -362,7 +363,7 @@ func (s *Server) leafJSON(w http.ResponseWriter, r *http.Request, v any) int {
 	}
 	h := w.Header()
 	h["Content-Type"] = leafJSONType
-	h["Cache-Control"] = noStore
+	h["Cache-Control"] = wire.NoStore
 	w.Write(append(b, '\n'))
 	return http.StatusOK
 }
@@ -517,7 +518,7 @@ func cell(b *strings.Builder, text string) {
 func (s *Server) leafHTML(w http.ResponseWriter, page string) int {
 	h := w.Header()
 	h["Content-Type"] = leafHTMLType
-	h["Cache-Control"] = noStore
+	h["Cache-Control"] = wire.NoStore
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.Write([]byte(page))
 	return http.StatusOK

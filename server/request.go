@@ -3,57 +3,15 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/idmint/idmint/server/internal/wire"
 )
-
-// errDuplicateParam is returned by queryValue when a parameter is repeated:
-// the request is ambiguous, so it is refused rather than guessed.
-var errDuplicateParam = errors.New("given more than once")
-
-// queryValue returns the value of the query parameter name in a raw query
-// string, unescaped, without allocating when it needs no unescaping. It
-// reports whether the parameter was present.
-func queryValue(raw, name string) (string, bool, error) {
-	var val string
-	found := false
-	for raw != "" {
-		var part string
-		part, raw, _ = strings.Cut(raw, "&")
-		if part == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(part, "=")
-		if strings.ContainsAny(k, "%+") {
-			uk, err := url.QueryUnescape(k)
-			if err != nil {
-				continue
-			}
-			k = uk
-		}
-		if k != name {
-			continue
-		}
-		if found {
-			return "", true, fmt.Errorf("%s: %w", name, errDuplicateParam)
-		}
-		found = true
-		if strings.ContainsAny(v, "%+") {
-			uv, err := url.QueryUnescape(v)
-			if err != nil {
-				return "", true, fmt.Errorf("%s: %q is not valid URL encoding", name, v)
-			}
-			v = uv
-		}
-		val = v
-	}
-	return val, found, nil
-}
 
 // unknownParam returns the first query parameter of raw other than count,
 // or "" when there is none: a route that reads only count refuses the rest
@@ -124,7 +82,7 @@ func bodyCount(r *http.Request, limit int64) (string, bool, *apiError) {
 // between 1 and max (no sign, no spaces, no leading zeros beyond "0"
 // itself, which is out of range anyway).
 func parseCount(raw string, max int) (int, error) {
-	v, ok, err := queryValue(raw, "count")
+	v, ok, err := wire.QueryValue(raw, "count")
 	if err != nil {
 		return 0, err
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/server/internal/wire"
 )
 
 // Options configures New. Config and Registry are required.
@@ -325,7 +326,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) canonical(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
-		hd["Cache-Control"] = noStore
+		hd["Cache-Control"] = wire.NoStore
 		hd[HeaderNode] = s.node
 		p := r.URL.Path
 		if !canonicalPath(p) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/idmint/idmint/server/internal/wire"
 )
 
 // The dashboard (/ui) is a static page, embedded in the binary (no CDN: it
@@ -357,7 +359,7 @@ func (s *Server) serveUIState(w http.ResponseWriter, r *http.Request) int {
 	for n, v := range uiHeaders {
 		w.Header()[n] = v
 	}
-	filter, _, err := queryValue(r.URL.RawQuery, "filter")
+	filter, _, err := wire.QueryValue(r.URL.RawQuery, "filter")
 	if err == nil && len(filter) > uiMaxFilter {
 		err = fmt.Errorf("filter: %d bytes, at most %d", len(filter), uiMaxFilter)
 	}
@@ -367,7 +369,7 @@ func (s *Server) serveUIState(w http.ResponseWriter, r *http.Request) int {
 		return e.status
 	}
 	limit := UIMaxKeys
-	if v, ok, err := queryValue(r.URL.RawQuery, "limit"); err != nil || ok {
+	if v, ok, err := wire.QueryValue(r.URL.RawQuery, "limit"); err != nil || ok {
 		n, perr := strconv.Atoi(v)
 		if err != nil || perr != nil || n < 1 || n > UIMaxKeysLimit {
 			e := apiError{status: http.StatusBadRequest, code: CodeBadPage, field: "limit", msg: fmt.Sprintf("limit: %q is not a whole number between 1 and %d", trunc(v), UIMaxKeysLimit)}
