@@ -78,12 +78,12 @@ func TestAttackRetryAfterAlways(t *testing.T) {
 	}
 }
 
-// HEAD never consumes an ID, on the native routes and Leaf's; every
+// HEAD never consumes an ID on the native routes (Leaf's: server/leaf); every
 // ID-issuing route answers Cache-Control: no-store.
 func TestAttackHeadAndNoStore(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	for _, target := range []string{"/v1/keys/order/ids?count=50", "/v1/keys/order/range?count=50", "/api/segment/get/order", "/api/snowflake/get/snowflake", "/v1/snowflake/snowflake"} {
+	for _, target := range []string{"/v1/keys/order/ids?count=50", "/v1/keys/order/range?count=50", "/v1/snowflake/snowflake"} {
 		w := do(f.h, req{method: "HEAD", target: target})
 		if w.Code != 200 || w.Body.Len() != 0 || w.Header().Get("Cache-Control") != "no-store" {
 			t.Errorf("HEAD %s: %d %q Cache-Control %q", target, w.Code, w.Body, w.Header().Get("Cache-Control"))
@@ -98,17 +98,7 @@ func TestAttackHeadAndNoStore(t *testing.T) {
 	if w := do(f.h, req{method: "HEAD", target: "/v1/keys/secret/ids"}); w.Code != 401 {
 		t.Errorf("HEAD without the key's token: %d", w.Code)
 	}
-	// Leaf's routes answer HEAD after the same checks as GET.
-	if w := do(f.h, req{method: "HEAD", target: "/api/segment/get/nosuch"}); w.Code != 500 {
-		t.Errorf("HEAD on Leaf's route for an unknown tag: %d, want Leaf's 500", w.Code)
-	}
-	if w := do(f.h, req{method: "HEAD", target: "/api/segment/get/secret"}); w.Code != 401 {
-		t.Errorf("HEAD on Leaf's route without the key's token: %d", w.Code)
-	}
-	if w := do(f.h, req{target: "/api/segment/get/order"}); w.Body.String() != "2" {
-		t.Errorf("HEAD on Leaf's route consumed IDs: the next GET answers %q, want 2", w.Body)
-	}
-	for _, target := range []string{"/v1/keys/order/ids", "/v1/keys/order/range", "/api/segment/get/order", "/api/snowflake/get/snowflake", "/v1/snowflake/snowflake", "/v1/keys/nosuch/ids"} {
+	for _, target := range []string{"/v1/keys/order/ids", "/v1/keys/order/range", "/v1/snowflake/snowflake", "/v1/keys/nosuch/ids"} {
 		for _, m := range []string{"GET", "POST"} {
 			if w := do(f.h, req{method: m, target: target}); w.Header().Get("Cache-Control") != "no-store" {
 				t.Errorf("%s %s: %d, Cache-Control %q", m, target, w.Code, w.Header().Get("Cache-Control"))
@@ -313,8 +303,6 @@ func TestAttackAuth(t *testing.T) {
 		{"scheme case", "/v1/keys/secret/ids", map[string]string{"Authorization": "BEARER " + keyTok}, 200},
 		{"header name case", "/v1/keys/secret/ids", map[string]string{"authorization": "Bearer " + keyTok}, 200},
 		{"right", "/v1/keys/secret/ids", bearerHdr(keyTok), 200},
-		{"leaf missing", "/api/segment/get/secret", nil, 401},
-		{"leaf other key's token", "/api/segment/get/secret", bearerHdr(otherTok), 403},
 		{"admin missing", "/v1/keys", nil, 401},
 		{"admin with a key's token", "/v1/keys", bearerHdr(keyTok), 403},
 		{"admin query string", "/v1/keys?admin_token=" + adminTok, nil, 401},
@@ -329,7 +317,7 @@ func TestAttackAuth(t *testing.T) {
 		}
 	}
 	// The admin listener: everything behind the admin token.
-	for _, target := range []string{"/debug/pprof/", "/metrics", "/v1/keys", "/db", "/cache"} {
+	for _, target := range []string{"/debug/pprof/", "/metrics", "/v1/keys", "/ui/api/state"} {
 		if w := do(f.adm, req{target: target, remote: "203.0.113.9:1"}); w.Code != 401 {
 			t.Errorf("admin listener %s without a token: %d", target, w.Code)
 		}

@@ -26,9 +26,8 @@ func benchHandler(b *testing.B, target string) {
 	})
 }
 
-func BenchmarkHandlerLeafSingle(b *testing.B) { benchHandler(b, "/api/segment/get/order") }
-func BenchmarkHandlerIDs1(b *testing.B)       { benchHandler(b, "/v1/keys/order/ids") }
-func BenchmarkHandlerIDs1000(b *testing.B)    { benchHandler(b, "/v1/keys/order/ids?count=1000") }
+func BenchmarkHandlerIDs1(b *testing.B)    { benchHandler(b, "/v1/keys/order/ids") }
+func BenchmarkHandlerIDs1000(b *testing.B) { benchHandler(b, "/v1/keys/order/ids?count=1000") }
 
 type discard struct {
 	h    http.Header

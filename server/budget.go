@@ -310,7 +310,7 @@ func (s *Server) answerEstimate(name string, n int) int64 {
 }
 
 // noteAnswer records the bytes per ID of an answer of n IDs.
-func (k *key) noteAnswer(n int, size int64) {
+func (k *Key) noteAnswer(n int, size int64) {
 	if n <= 0 {
 		return
 	}

@@ -21,7 +21,7 @@ func TestAttackMaxConns(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveFixture(t, f, Listeners{HTTP: ln})
-	const req = "GET /api/segment/get/order HTTP/1.1\r\nHost: x\r\n\r\n"
+	const req = "GET /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\n\r\n"
 	// ask sends one request on c and returns its status line, or the error
 	// when none comes within d.
 	ask := func(c net.Conn, r *bufio.Reader, d time.Duration) (string, error) {

@@ -1,8 +1,9 @@
-// Package server serves idmint's ID strategies over HTTP: the Leaf-compatible
-// endpoints (`/api/segment/get/{key}`, `/api/snowflake/get/{key}`,
-// `/decodeSnowflakeId`, `/cache`, `/db`), the native JSON API under `/v1`,
-// key administration, and the operational endpoints (`/healthz`, `/readyz`,
-// `/metrics`, pprof on the admin listener only).
+// Package server serves idmint's ID strategies over HTTP and gRPC: the
+// native JSON API under `/v1`, key administration, the dashboard, and the
+// operational endpoints (`/healthz`, `/readyz`, `/metrics`, pprof on the
+// admin listener only). Surfaces with a wire format of their own sit beside
+// it in packages that consume its Surface API (surface.go) and are added
+// through Options.Surfaces: Leaf's (server/leaf) is one.
 //
 // The package knows no strategy. Each key's issuer is built by a factory
 // looked up by strategy name in a Registry, and handlers only consume the
@@ -13,9 +14,9 @@
 // Guarantees:
 //   - Every malformed request gets a 4xx JSON body
 //     {"error":{"code":...,"message":...,"field":...}} naming the field and
-//     the value, and changes no state (design.md U7). The Leaf endpoints
-//     answer like Leaf's controller does instead (bare ID as text; HTTP 500
-//     on failure).
+//     the value, and changes no state (design.md U7). A surface may answer
+//     in its own format instead (Leaf's: a bare ID as text, HTTP 500 on
+//     failure, as Leaf's controller does).
 //   - Tokens are compared in constant time (on their SHA-256) and never
 //     logged.
 //   - IDs in JSON are strings, never numbers (JavaScript loses precision

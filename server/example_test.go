@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/leaf"
 )
 
 // seq is a toy strategy: one in-memory counter per key.
@@ -31,7 +32,9 @@ func Example() {
 	}})
 	cfg := &server.Config{DataDir: "/tmp/idmint-example", Keys: map[string]server.KeyConfig{"order": {Strategy: "seq"}}}
 	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// Leaf's API is a surface beside the native one: served when asked for.
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Surfaces: []server.NewSurface{leaf.New}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -59,7 +59,7 @@ func TestGarbageClients(t *testing.T) {
 	addr, _ := liveServer(t)
 	healthy := func() {
 		t.Helper()
-		resp, err := http.Get("http://" + addr + "/api/segment/get/order")
+		resp, err := http.Get("http://" + addr + "/v1/keys/order/ids")
 		if err != nil {
 			t.Fatalf("a good client is not served: %v", err)
 		}
@@ -77,7 +77,7 @@ func TestGarbageClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	io.WriteString(slow, "GET /api/segment/get/order HTTP/1.1\r\nHost: x\r\n")
+	io.WriteString(slow, "GET /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\n")
 	healthy()
 
 	cases := []struct {
@@ -88,14 +88,14 @@ func TestGarbageClients(t *testing.T) {
 		{"binary noise", "\x00\x01\x02\xff\xfe\r\n\r\n", []string{"400", ""}},
 		{"bad escape in path", "GET /v1/keys/%zz/ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400"}},
 		{"dot-dot path", "GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400", "404"}},
-		{"empty key", "GET /api/segment/get/ HTTP/1.1\r\nHost: x\r\n\r\n", []string{"404"}},
+		{"empty key", "GET /v1/snowflake/ HTTP/1.1\r\nHost: x\r\n\r\n", []string{"404"}},
 		{"double slash", "GET /v1/keys//ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"301", "400", "404"}},
 		{"invalid UTF-8 key", "GET /v1/keys/%ff%fe%fd/ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400"}},
 		{"raw invalid UTF-8 key", "GET /v1/keys/\xff\xfe/ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400"}},
 		{"huge count", "GET /v1/keys/order/ids?count=99999999999999999999999 HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400"}},
 		{"count over max", "GET /v1/keys/order/ids?count=10001 HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400"}},
 		{"negative count", "GET /v1/keys/order/range?count=-5 HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400"}},
-		{"wrong method", "DELETE /api/segment/get/order HTTP/1.1\r\nHost: x\r\n\r\n", []string{"405"}},
+		{"wrong method", "DELETE /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"405"}},
 		{"made-up method", "BREW /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"405"}},
 		{"oversized body", "POST /v1/keys HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"name\":\"" + strings.Repeat("a", 100000), []string{"413", ""}},
 		{"lying content length", "POST /v1/keys HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{}", []string{"400", ""}},

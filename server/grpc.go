@@ -113,7 +113,7 @@ func statusOf(ctx context.Context, e apiError) error {
 }
 
 // grpcKey is acquire for gRPC: it returns the key read-locked.
-func (s *Server) grpcKey(ctx context.Context, name string) (*key, error) {
+func (s *Server) grpcKey(ctx context.Context, name string) (*Key, error) {
 	k := s.lookup(name)
 	if k == nil {
 		if err := CheckName(name); err != nil {
@@ -158,7 +158,7 @@ func (s *Server) grpcCount(ctx context.Context, n uint32, field string, max int)
 
 // fill issues n IDs of k into a response; fixed puts numeric IDs in
 // IdsLe (8 little-endian bytes each) instead of Ids.
-func (s *Server) fill(ctx context.Context, k *key, n int, fixed bool) (*v1.NextIDsResponse, error) {
+func (s *Server) fill(ctx context.Context, k *Key, n int, fixed bool) (*v1.NextIDsResponse, error) {
 	resp := &v1.NextIDsResponse{Key: k.name, Strategy: k.cfg.Strategy}
 	if k.ints != nil {
 		if !fixed {
@@ -213,7 +213,7 @@ func grpcStatus(err error) int {
 
 // grpcCountAndKey checks a request's count and key; on success the key is
 // read-locked and the caller unlocks it.
-func (s *Server) grpcCountAndKey(ctx context.Context, count uint32, name string, max int) (int, *key, error) {
+func (s *Server) grpcCountAndKey(ctx context.Context, count uint32, name string, max int) (int, *Key, error) {
 	n, err := s.grpcCount(ctx, count, "count", max)
 	if err != nil {
 		return 0, nil, err
@@ -225,7 +225,7 @@ func (s *Server) grpcCountAndKey(ctx context.Context, count uint32, name string,
 func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.NextIDsResponse, err error) {
 	s := g.s
 	start := s.clk.Mono()
-	var k *key
+	var k *Key
 	defer func() { s.observeKey(routeGRPCIDs, r.GetKey(), k, grpcStatus(err), s.clk.Mono()-start) }()
 	n, err := s.grpcCount(ctx, r.GetCount(), "count", s.cfg.MaxCount)
 	if err != nil {
@@ -248,7 +248,7 @@ func (g *grpcIDs) NextIDs(ctx context.Context, r *v1.NextIDsRequest) (resp *v1.N
 
 // queued settles the reservation of a gRPC answer (nil: none was made)
 // at its encoded size and hands it to the connection that will write it.
-func (s *Server) queued(ctx context.Context, k *key, n int, held int64, resp *v1.NextIDsResponse) {
+func (s *Server) queued(ctx context.Context, k *Key, n int, held int64, resp *v1.NextIDsResponse) {
 	if held == 0 {
 		return
 	}
@@ -266,7 +266,7 @@ func (s *Server) queued(ctx context.Context, k *key, n int, held int64, resp *v1
 func (g *grpcIDs) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *v1.NextRangeResponse, err error) {
 	s := g.s
 	start := s.clk.Mono()
-	var k *key
+	var k *Key
 	defer func() { s.observeKey(routeGRPCRange, r.GetKey(), k, grpcStatus(err), s.clk.Mono()-start) }()
 	n, k, err := s.grpcCountAndKey(ctx, r.GetCount(), r.GetKey(), s.rangeMax())
 	if err != nil {

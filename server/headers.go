@@ -100,7 +100,7 @@ func (h *keyHeaders) set(hd http.Header) {
 // sendGRPC adds the node's and the key's headers to a gRPC call's
 // response header metadata. Best effort: a stream whose header went out
 // already keeps what it said.
-func (s *Server) sendGRPC(ctx context.Context, k *key) {
+func (s *Server) sendGRPC(ctx context.Context, k *Key) {
 	md := metadata.MD{"idmint-node": s.node}
 	if k != nil {
 		md["idmint-strategy"] = k.hdr.strategy

@@ -16,8 +16,10 @@ import (
 )
 
 func (s *Server) routes(mux *http.ServeMux) {
-	// Leaf-compatible (leaf.go).
-	s.leafRoutes(mux)
+	// The surfaces beside the core (Leaf's).
+	for _, sf := range s.surfaces {
+		sf.Routes(mux)
+	}
 	// Native.
 	mux.HandleFunc("/v1/keys/{key}/ids", s.ids)
 	mux.HandleFunc("/v1/keys/{key}/range", s.rangeIDs)
@@ -104,7 +106,7 @@ func (s *Server) goneError(name string) apiError {
 // key's token, its rate limit. On success the key is returned read-locked
 // (release with k.mu.RUnlock) and status is 0; otherwise the error answer
 // has been written and its status is returned.
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*key, int) {
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*Key, int) {
 	k := s.lookup(name)
 	if k == nil {
 		if err := CheckName(name); err != nil {
@@ -179,7 +181,7 @@ func (s *Server) snowflakeIDsOf(w http.ResponseWriter, r *http.Request, name str
 // With held non-nil, the answer's estimated size is reserved in the answer
 // budget before the key is locked (a wait for the budget never holds the
 // key): *held is what was reserved, and the caller releases it.
-func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string, max int, held *int64) (n int, k *key, st int) {
+func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string, max int, held *int64) (n int, k *Key, st int) {
 	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
 		return 0, nil, http.StatusMethodNotAllowed
 	}
@@ -237,7 +239,7 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 
 // serveIDs answers a batch of IDs and returns the status and the key
 // the request found (nil if none).
-func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy string) (int, *key) {
+func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy string) (int, *Key) {
 	var held int64
 	defer func() { s.budget.release(held) }()
 	n, k, st := s.countAndKey(w, r, name, s.cfg.MaxCount, &held)
@@ -328,7 +330,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 
 var jsonType = []string{"application/json"}
 
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *key, err error) int {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *Key, err error) int {
 	e := s.issuerRefused(k, err)
 	s.writeError(w, e)
 	return e.status
@@ -359,7 +361,7 @@ func (s *Server) rangeOf(w http.ResponseWriter, r *http.Request, name string) {
 
 // serveRange answers a range and returns the status and the key the
 // request found (nil if none).
-func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string) (int, *key) {
+func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string) (int, *Key) {
 	n, k, st := s.countAndKey(w, r, name, s.rangeMax(), nil)
 	if st != 0 {
 		return st, k

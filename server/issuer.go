@@ -149,3 +149,22 @@ func (e *InputError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the wrapped error.
 func (e *InputError) Unwrap() error { return e.Err }
+
+// LeafTableOption, set to "true" in the KeyConfig a server passes to the
+// "segment" strategy's New, asks for the store's whole table as a
+// LeafTable instead of one key's issuer. A key written in a config or
+// created through the API cannot set it (the strategy's Check refuses
+// unknown options).
+const LeafTableOption = "leaf_table"
+
+// LeafTable is a segment store's table served by tag, as Leaf's
+// SegmentIDGenImpl serves every biz_tag of leaf_alloc.
+type LeafTable interface {
+	Issuer
+	// Rows lists every row of the table, ordered by key.
+	Rows(ctx context.Context) ([]StoreRow, error)
+	// Open returns the issuer of the row called tag (an Int64s and a
+	// Monitor). It does no I/O and never creates a row: a row that does
+	// not exist shows as an error on first use.
+	Open(tag string) (Issuer, error)
+}

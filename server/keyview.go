@@ -30,7 +30,7 @@ const viewReadyTimeout = 2 * time.Second
 
 // view builds k's admin view. It holds no lock: the table is an immutable
 // snapshot, and Ready may be a store round trip.
-func (s *Server) view(r *http.Request, k *key) keyView {
+func (s *Server) view(r *http.Request, k *Key) keyView {
 	v := keyView{Name: k.name, Strategy: k.cfg.Strategy, Store: k.cfg.Store, Layout: k.cfg.Layout,
 		Step: k.step.Load(), RateLimit: k.cfg.RateLimit, Options: redactOptions(k.cfg.Options),
 		Auth: len(k.tokens) > 0, Source: "api", Ready: true, Ranges: k.ranger != nil}

@@ -13,13 +13,9 @@ import (
 
 // Route names label request metrics (never the raw path: key names would
 // blow up the series count).
+// A surface outside the core names its routes with Server.Route.
 const (
-	routeLeafSegment = iota
-	routeLeafSnowflake
-	routeLeafDecode
-	routeCache
-	routeDB
-	routeIDs
+	routeIDs = iota
 	routeRange
 	routeSnowflake
 	routeDecode
@@ -37,7 +33,6 @@ const (
 )
 
 var routeNames = [numRoutes]string{
-	"leaf_segment", "leaf_snowflake", "leaf_decode", "cache", "db",
 	"ids", "range", "snowflake", "decode", "keys", "key", "healthz", "readyz", "other",
 	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream", "ui",
 }
@@ -45,9 +40,9 @@ var routeNames = [numRoutes]string{
 type metrics struct {
 	reg      *prometheus.Registry
 	issued   *prometheus.CounterVec
-	latency  [numRoutes]prometheus.Observer
+	hist     *prometheus.HistogramVec
 	requests *prometheus.CounterVec
-	byCode   [numRoutes][6]prometheus.Counter // by status class 1xx..5xx
+	routes   [numRoutes]*Route
 
 	budgetRefused prometheus.Counter // answers refused for a spent answer budget
 	stalledClosed prometheus.Counter // connections closed for not reading an answer
@@ -59,7 +54,7 @@ func newMetrics(s *Server) *metrics {
 		Name: "idmint_ids_issued_total",
 		Help: "IDs handed out, by key and strategy.",
 	}, []string{"key", "strategy"})
-	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.hist = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "idmint_http_request_duration_seconds",
 		Help:    "Time from routing a request to writing its response, by route.",
 		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5, 1},
@@ -69,10 +64,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "HTTP requests answered, by route and status class (2xx, 4xx, 5xx).",
 	}, []string{"route", "code"})
 	for i, n := range routeNames {
-		m.latency[i] = hist.WithLabelValues(n)
-		for c := 1; c <= 5; c++ {
-			m.byCode[i][c] = m.requests.WithLabelValues(n, string(rune('0'+c))+"xx")
-		}
+		m.routes[i] = m.route(n)
 	}
 	m.budgetRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "idmint_answer_budget_refused_total",
@@ -86,18 +78,38 @@ func newMetrics(s *Server) *metrics {
 		Name: "idmint_answer_budget_bytes",
 		Help: "Bytes of answers held for clients that have not read them yet (at most answer_budget, plus answers of at most 1 KiB).",
 	}, func() float64 { return float64(s.budget.inUse()) })
-	m.reg.MustRegister(m.issued, hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, budgetInUse,
+	m.reg.MustRegister(m.issued, m.hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, budgetInUse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-func (m *metrics) observe(route, status int, d time.Duration) {
-	m.latency[route].Observe(d.Seconds())
+// Route counts the requests of one route: their latency and their answers
+// by status class. Its series exist from the start, at zero.
+type Route struct {
+	latency prometheus.Observer
+	byCode  [6]prometheus.Counter // by status class 1xx..5xx
+}
+
+func (m *metrics) route(name string) *Route {
+	r := &Route{latency: m.hist.WithLabelValues(name)}
+	for c := 1; c <= 5; c++ {
+		r.byCode[c] = m.requests.WithLabelValues(name, string(rune('0'+c))+"xx")
+	}
+	return r
+}
+
+// Observe counts one answer of the route: its status and how long it took.
+func (r *Route) Observe(status int, d time.Duration) {
+	r.latency.Observe(d.Seconds())
 	c := status / 100
 	if c < 1 || c > 5 {
 		c = 5
 	}
-	m.byCode[route][c].Inc()
+	r.byCode[c].Inc()
+}
+
+func (m *metrics) observe(route, status int, d time.Duration) {
+	m.routes[route].Observe(status, d)
 }
 
 // observeKey is observe for a request on the key called name, except that
@@ -108,7 +120,7 @@ func (m *metrics) observe(route, status int, d time.Duration) {
 //
 // k is the key the request found, when it got that far; only otherwise is
 // name looked up again.
-func (s *Server) observeKey(route int, name string, k *key, status int, d time.Duration) {
+func (s *Server) observeKey(route int, name string, k *Key, status int, d time.Duration) {
 	if k == nil {
 		k = s.lookup(name)
 	}

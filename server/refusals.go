@@ -24,7 +24,7 @@ type refusalLog struct {
 
 // issuerRefused maps an issuer's error to the answer and logs the server's
 // refusals (5xx) at a bounded rate.
-func (s *Server) issuerRefused(k *key, err error) apiError {
+func (s *Server) issuerRefused(k *Key, err error) apiError {
 	e := issuerError(err, k.name)
 	if e.status >= 500 {
 		s.logRefusal(k, err)
@@ -34,7 +34,7 @@ func (s *Server) issuerRefused(k *key, err error) apiError {
 
 // logRefusal logs k's refusal unless one was logged less than
 // RefusalLogEvery ago, in which case it only counts it.
-func (s *Server) logRefusal(k *key, err error) {
+func (s *Server) logRefusal(k *Key, err error) {
 	s.noteRefusal(k, err)
 	now := int64(s.clk.Mono())
 	next := k.refusals.next.Load()

@@ -66,7 +66,7 @@ func TestRefusalsLoggedAtBoundedRate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < requests/3; i++ {
-				target := []string{"/v1/keys/order/ids?count=2", "/api/segment/get/order", "/v1/keys/order/range?count=5"}[i%3]
+				target := []string{"/v1/keys/order/ids?count=2", "/v1/keys/order/ids", "/v1/keys/order/range?count=5"}[i%3]
 				if w := do(h, req{target: target}); w.Code < 500 {
 					t.Errorf("%s answered %d while the key refuses", target, w.Code)
 					return

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/idmint/idmint/server/internal/wire"
@@ -117,10 +116,4 @@ func trunc(s string) string {
 		return s[:64] + "..."
 	}
 	return s
-}
-
-// parseLeafID parses Leaf's snowflakeId parameter as Java's Long.parseLong
-// would: an optional sign and decimal digits, within int64.
-func parseLeafID(s string) (int64, error) {
-	return strconv.ParseInt(s, 10, 64)
 }

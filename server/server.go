@@ -42,6 +42,10 @@ type Options struct {
 	// NodeName names this node on every answer (HeaderNode). Default:
 	// NodeName().
 	NodeName string
+	// Surfaces are built once the keys are, in order, and serve their
+	// routes beside the native API's on Handler and AdminHandler (cmd/idmint
+	// adds Leaf's, server/leaf).
+	Surfaces []NewSurface
 }
 
 // Server serves the keys of one Config. Create it with New, expose
@@ -60,20 +64,22 @@ type Server struct {
 	budget    *answerBudget // answer bytes held for clients (budget.go)
 	grpcConns *connIndex    // Serve's gRPC connections; nil before Serve
 
-	keys      atomic.Pointer[map[string]*key]
+	keys      atomic.Pointer[map[string]*Key]
 	adminMu   sync.Mutex      // guards table swaps and creating; never held across I/O
 	persistMu sync.Mutex      // orders KeyStore saves
 	creating  map[string]bool // names being built by createKey
 	idStreams semaphore       // StreamIDs streams being served
+
+	surfaces []Surface // Options.Surfaces, built
 
 	adminToken []tokenHash
 	closed     atomic.Bool
 	ui         uiState // the dashboard's recent errors and rate history
 }
 
-// key is one served key: its config and issuer with the capabilities
-// resolved once.
-type key struct {
+// Key is one served key: its config and issuer with the capabilities
+// resolved once. Surfaces reach it through the methods in surface.go.
+type Key struct {
 	name       string
 	cfg        KeyConfig
 	fromConfig bool
@@ -130,11 +136,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Config.AdminToken != "" {
 		s.adminToken = hashTokens([]string{o.Config.AdminToken})
 	}
-	empty := map[string]*key{}
+	empty := map[string]*Key{}
 	s.keys.Store(&empty)
 	s.metrics = newMetrics(s)
 
-	all := map[string]*key{}
+	all := map[string]*Key{}
 	fail := func(err error) (*Server, error) {
 		for _, k := range all {
 			k.issuer.Close(ctx)
@@ -178,6 +184,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		all[name] = k
 	}
 	s.keys.Store(&all)
+	for _, ns := range o.Surfaces {
+		s.surfaces = append(s.surfaces, ns(s))
+	}
 	if !isLoopbackAddr(o.Config.Listen) || (o.Config.GRPCListen != "" && !isLoopbackAddr(o.Config.GRPCListen)) {
 		// The rule (README, security): a key without tokens serves every
 		// client that reaches the listener; admin_token guards
@@ -219,7 +228,7 @@ func (s *Server) prepare(ctx context.Context, keys map[string]KeyConfig) error {
 	return nil
 }
 
-func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfig bool) (*key, error) {
+func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfig bool) (*Key, error) {
 	st, ok := s.reg.Strategy(kc.Strategy)
 	if !ok {
 		return nil, fmt.Errorf("server: key %q: unknown strategy %q", name, kc.Strategy)
@@ -231,7 +240,13 @@ func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfi
 	if err != nil {
 		return nil, fmt.Errorf("server: key %q (%s): %w", name, kc.Strategy, err)
 	}
-	k := &key{
+	return s.wrap(ctx, name, kc, iss, fromConfig)
+}
+
+// wrap makes iss the issuer of a Key called name, resolving its
+// capabilities once; it closes iss when it has neither Int64s nor Strings.
+func (s *Server) wrap(ctx context.Context, name string, kc KeyConfig, iss Issuer, fromConfig bool) (*Key, error) {
+	k := &Key{
 		name: name, cfg: kc, fromConfig: fromConfig, issuer: iss,
 		tokens:  hashTokens(kc.Tokens),
 		limiter: newLimiter(s.clk, kc.RateLimit),
@@ -255,9 +270,9 @@ func (s *Server) build(ctx context.Context, name string, kc KeyConfig, fromConfi
 	return k, nil
 }
 
-func (s *Server) table() map[string]*key { return *s.keys.Load() }
+func (s *Server) table() map[string]*Key { return *s.keys.Load() }
 
-func (s *Server) lookup(name string) *key { return (*s.keys.Load())[name] }
+func (s *Server) lookup(name string) *Key { return (*s.keys.Load())[name] }
 
 // Keys returns the names of the keys served.
 func (s *Server) Keys() []string { return sortedKeys(s.table()) }
@@ -288,7 +303,7 @@ func (s *Server) readyErr(ctx context.Context) error {
 	return nil
 }
 
-func (k *key) issuerReadier() (Readier, bool) {
+func (k *Key) issuerReadier() (Readier, bool) {
 	if k == nil {
 		return nil, false
 	}
@@ -296,8 +311,8 @@ func (k *key) issuerReadier() (Readier, bool) {
 	return r, ok
 }
 
-// Handler returns the public HTTP API: Leaf-compatible endpoints, /v1,
-// /healthz, /readyz and /metrics. pprof is never on it.
+// Handler returns the public HTTP API: /v1, /healthz, /readyz, /metrics
+// and the routes of Options.Surfaces (Leaf's). pprof is never on it.
 //
 // /metrics is left out (404) unless Config.MetricsPublic: by default it
 // moves to the admin listener when one is configured.
@@ -373,13 +388,21 @@ func canonicalPath(p string) bool {
 // unescapes) and a key segment without '/', as a canonical path ensures;
 // everything else goes to the mux. It reports whether it served r.
 //
-// Each surface's fast path sits beside its routes, in the file that owns
-// them: leafHot (leaf.go) and v1Hot (http.go).
+// Each surface's fast path sits beside its routes, in the package that
+// owns them: v1Hot (http.go) here, Surface.Hot in the others.
 func (s *Server) hot(w http.ResponseWriter, r *http.Request, p string) bool {
 	if r.URL.RawPath != "" {
 		return false
 	}
-	return s.leafHot(w, r, p) || s.v1Hot(w, r, p)
+	if s.v1Hot(w, r, p) {
+		return true
+	}
+	for _, sf := range s.surfaces {
+		if sf.Hot(w, r, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // AdminHandler returns the admin listener's handler: everything Handler
@@ -642,7 +665,7 @@ func (s *Server) Close(ctx context.Context) error {
 // closes its issuer outside the lock. When ctx ends first the issuer is
 // closed anyway: the requests still in it fail, and the deadline reaches
 // the issuer's Close.
-func retire(ctx context.Context, k *key) error {
+func retire(ctx context.Context, k *Key) error {
 	if lockCtx(ctx, &k.mu) {
 		already := k.gone
 		k.gone = true
@@ -680,7 +703,7 @@ func lockCtx(ctx context.Context, mu *sync.RWMutex) bool {
 // errTooManyKeys: a create would pass Config.MaxKeys.
 var errTooManyKeys = errors.New("server: too many keys")
 
-func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*key, error) {
+func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key, error) {
 	s.adminMu.Lock()
 	switch {
 	case s.closed.Load():
@@ -775,7 +798,7 @@ func (s *Server) deleteKey(ctx context.Context, name string) error {
 
 // setStep changes a segment key's step (and the persisted config of an
 // API-created key).
-func (s *Server) setStep(ctx context.Context, name string, step int64) (*key, error) {
+func (s *Server) setStep(ctx context.Context, name string, step int64) (*Key, error) {
 	k := s.lookup(name)
 	if k == nil {
 		return nil, errNoSuchKey
@@ -801,7 +824,7 @@ func (s *Server) setStep(ctx context.Context, name string, step int64) (*key, er
 	return k, nil
 }
 
-func (s *Server) persist(ctx context.Context, t map[string]*key) error {
+func (s *Server) persist(ctx context.Context, t map[string]*Key) error {
 	if s.keystore == nil {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/server/internal/reqtest"
 )
 
 const adminTok = "admin-token-0123456789"
@@ -58,35 +59,7 @@ type req struct {
 }
 
 func do(h http.Handler, r req) *httptest.ResponseRecorder {
-	if r.method == "" {
-		r.method = http.MethodGet
-	}
-	var body io.Reader
-	if r.body != "" {
-		body = strings.NewReader(r.body)
-	}
-	hr := httptest.NewRequest(r.method, r.target, body)
-	hr.RemoteAddr = "127.0.0.1:40000"
-	if r.remote != "" {
-		hr.RemoteAddr = r.remote
-	}
-	// As a client on loopback addresses the server: by its loopback
-	// address, with JSON bodies (what the admin routes require without an
-	// admin token).
-	hr.Host = "127.0.0.1:8080"
-	if r.body != "" {
-		hr.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range r.hdr {
-		if k == "Host" {
-			hr.Host = v
-			continue
-		}
-		hr.Header.Set(k, v)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, hr)
-	return w
+	return reqtest.Do(h, reqtest.Req{Method: r.method, Target: r.target, Body: r.body, Hdr: r.hdr, Remote: r.remote})
 }
 
 type errBody struct {
@@ -116,116 +89,6 @@ func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code, fie
 
 func bearerHdr(tok string) map[string]string {
 	return map[string]string{"Authorization": "Bearer " + tok}
-}
-
-func TestLeafSegment(t *testing.T) {
-	f := newFixture(t, nil)
-	for i, want := range []string{"1", "2", "3"} {
-		w := do(f.h, req{target: "/api/segment/get/order"})
-		if w.Code != 200 || w.Body.String() != want {
-			t.Fatalf("call %d: %d %q, want 200 %q", i, w.Code, w.Body, want)
-		}
-		if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-			t.Fatalf("Content-Type %q", ct)
-		}
-	}
-	// Leaf answers an unknown key with a 500 and Result{id=-2, ...}.
-	w := do(f.h, req{target: "/api/segment/get/nosuch"})
-	if w.Code != 500 || !strings.Contains(w.Body.String(), `"message":"Result{id=-2, status=EXCEPTION}"`) {
-		t.Fatalf("unknown key: %d %s", w.Code, w.Body)
-	}
-	f.cs.get("order").fail.Store(true)
-	w = do(f.h, req{target: "/api/segment/get/order"})
-	if w.Code != 500 || !strings.Contains(w.Body.String(), "Result{id=-3, status=EXCEPTION}") {
-		t.Fatalf("refusal: %d %s", w.Code, w.Body)
-	}
-	wantError(t, do(f.h, req{method: "PUT", target: "/api/segment/get/order"}), 405, CodeMethodNotAllowed, "method")
-	wantError(t, do(f.h, req{target: "/api/segment/get/secret"}), 401, CodeUnauthorized, "Authorization")
-	wantError(t, do(f.h, req{target: "/api/segment/get/secret", hdr: bearerHdr("wrong-token-0123456789")}), 403, CodeForbidden, "Authorization")
-	if w := do(f.h, req{target: "/api/segment/get/secret", hdr: bearerHdr(keyTok)}); w.Code != 200 || w.Body.String() != "1" {
-		t.Fatalf("with token: %d %s", w.Code, w.Body)
-	}
-}
-
-func TestLeafSnowflake(t *testing.T) {
-	f := newFixture(t, nil)
-	// Leaf's snowflake endpoint ignores the key: an unknown one is served
-	// by leaf_snowflake_key.
-	a := do(f.h, req{target: "/api/snowflake/get/anything"})
-	b := do(f.h, req{target: "/api/snowflake/get/snowflake"})
-	if a.Code != 200 || b.Code != 200 || a.Body.String() != "1" || b.Body.String() != "2" {
-		t.Fatalf("%d %s / %d %s", a.Code, a.Body, b.Code, b.Body)
-	}
-	f.cs.get("snowflake").fail.Store(true)
-	w := do(f.h, req{target: "/api/snowflake/get/x"})
-	if w.Code != 500 || !strings.Contains(w.Body.String(), "Result{id=-1, status=EXCEPTION}") {
-		t.Fatalf("refusal: %d %s", w.Code, w.Body)
-	}
-	g := newFixture(t, func(c *Config) { delete(c.Keys, "snowflake") })
-	if w := do(g.h, req{target: "/api/snowflake/get/x"}); w.Code != 500 {
-		t.Fatalf("no snowflake key: %d %s", w.Code, w.Body)
-	}
-}
-
-func TestLeafDecode(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.Keys["snowflake"] = KeyConfig{Strategy: "text"} })
-	// A Twitter-layout ID: time 1000 ms after the epoch, worker 5, seq 7.
-	id := int64(1000)<<22 | 5<<12 | 7
-	w := do(f.h, req{target: "/decodeSnowflakeId?snowflakeId=" + itoa(id)})
-	var m map[string]string
-	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || w.Code != 200 {
-		t.Fatalf("%d %s %v", w.Code, w.Body, err)
-	}
-	if m["workerId"] != "5" || m["sequenceId"] != "7" || !strings.HasPrefix(m["timestamp"], "1288834975657(") {
-		t.Fatalf("decoded %v", m)
-	}
-	w = do(f.h, req{target: "/decodeSnowflakeId?snowflakeId=abc"})
-	if w.Code != 200 || !strings.Contains(w.Body.String(), "errorMsg") {
-		t.Fatalf("bad id: %d %s", w.Code, w.Body)
-	}
-	if w := do(f.h, req{target: "/decodeSnowflakeId"}); w.Code != 400 {
-		t.Fatalf("missing: %d %s", w.Code, w.Body)
-	}
-	// With a decoding snowflake key, its decoder is used.
-	g := newFixture(t, nil)
-	w = do(g.h, req{target: "/decodeSnowflakeId?snowflakeId=12"})
-	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m["workerId"] != "5" || m["sequenceId"] != "12" {
-		t.Fatalf("key decoder: %s", w.Body)
-	}
-}
-
-func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
-
-func TestMonitorViews(t *testing.T) {
-	f := newFixture(t, nil)
-	do(f.h, req{target: "/api/segment/get/order"})
-	w := do(f.h, req{target: "/cache"})
-	var cache map[string]CacheView
-	if err := json.Unmarshal(w.Body.Bytes(), &cache); err != nil || w.Code != 200 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	if c := cache["order"]; c.Value0 != 1 || !c.InitOk || c.Key != "order" {
-		t.Fatalf("cache[order] = %+v", c)
-	}
-	if _, ok := cache["note"]; ok {
-		t.Fatal("a text key has no cache view")
-	}
-	w = do(f.h, req{target: "/db"})
-	var rows []StoreRow
-	if err := json.Unmarshal(w.Body.Bytes(), &rows); err != nil || w.Code != 200 || len(rows) != 4 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	wantError(t, do(f.h, req{target: "/cache", remote: "192.0.2.7:5000"}), 403, CodeForbidden, "Authorization")
-	f.cs.get("order").fail.Store(true)
-	wantError(t, do(f.h, req{target: "/db"}), 503, CodeUnavailable, "")
-	wantError(t, do(f.h, req{method: "POST", target: "/cache"}), 405, CodeMethodNotAllowed, "method")
-
-	g := newFixture(t, func(c *Config) { c.AdminToken = adminTok })
-	wantError(t, do(g.h, req{target: "/cache"}), 401, CodeUnauthorized, "Authorization")
-	wantError(t, do(g.h, req{target: "/db", hdr: bearerHdr("x-wrong-token-xxxxxxx")}), 403, CodeForbidden, "Authorization")
-	if w := do(g.h, req{target: "/db", remote: "192.0.2.7:5000", hdr: bearerHdr(adminTok)}); w.Code != 200 {
-		t.Fatalf("admin token: %d %s", w.Code, w.Body)
-	}
 }
 
 type idsBody struct {
@@ -286,9 +149,6 @@ func TestRateLimit(t *testing.T) {
 	wantError(t, w, 429, CodeRateLimited, "key")
 	if w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("Retry-After %q", w.Header().Get("Retry-After"))
-	}
-	if w := do(f.h, req{target: "/api/segment/get/slow"}); w.Code != 429 {
-		t.Fatalf("leaf: %d", w.Code)
 	}
 	f.clk.Advance(time.Second)
 	if w := do(f.h, req{target: "/v1/keys/slow/ids"}); w.Code != 200 {
@@ -444,13 +304,13 @@ func TestOps(t *testing.T) {
 		t.Fatal("no Retry-After")
 	}
 	do(f.h, req{target: "/v1/keys/order/ids?count=3"})
-	do(f.h, req{target: "/api/segment/get/order"})
+	do(f.h, req{target: "/v1/keys/order/ids"})
 	w = do(f.h, req{target: "/metrics"})
 	for _, want := range []string{
 		`idmint_ids_issued_total{key="order",strategy="counter"} 4`,
 		`idmint_segment_step{key="order",strategy="counter"} 1000`,
-		`idmint_http_request_duration_seconds_count{route="ids"} 1`,
-		`idmint_http_requests_total{code="2xx",route="leaf_segment"} 1`,
+		`idmint_http_request_duration_seconds_count{route="ids"} 2`,
+		`idmint_http_requests_total{code="2xx",route="ids"} 2`,
 		`idmint_ready 0`,
 		`idmint_keys 5`,
 	} {

@@ -110,7 +110,7 @@ type UIError struct {
 // noteRefusal records k's refusal for the dashboard, at most once per
 // uiRefusalEvery per key (lock-free until then: refusals come at request
 // rate while a store is down).
-func (s *Server) noteRefusal(k *key, err error) {
+func (s *Server) noteRefusal(k *Key, err error) {
 	now := int64(s.clk.Mono())
 	next := k.refusals.uiNext.Load()
 	if now < next || !k.refusals.uiNext.CompareAndSwap(next, now+int64(uiRefusalEvery)) {
@@ -262,7 +262,7 @@ func statMap(st []Stat) map[string]float64 {
 // issuedCount reads a key's idmint_ids_issued_total; 0 for a key that
 // hides its volume (the one rule: key.hides, which /metrics, the request
 // metrics and the dashboard all follow).
-func issuedCount(k *key) int64 {
+func issuedCount(k *Key) int64 {
 	var m dto.Metric
 	if k.hides || k.issued == nil || k.issued.Write(&m) != nil {
 		return 0
@@ -434,7 +434,7 @@ func (s *Server) uiSnapshot(r *http.Request, filter string, limit int) UIState {
 	return out
 }
 
-func (s *Server) uiKey(r *http.Request, k *key) UIKey {
+func (s *Server) uiKey(r *http.Request, k *Key) UIKey {
 	ctx, cancel := context.WithTimeout(r.Context(), viewReadyTimeout)
 	defer cancel()
 	u := UIKey{keyView: s.view(r.WithContext(ctx), k), Issued: issuedCount(k), VolumeHidden: k.hides}

@@ -146,7 +146,7 @@ func TestUIStateFigures(t *testing.T) {
 	if w := do(f.h, req{target: "/v1/keys/order/ids?count=250"}); w.Code != http.StatusOK {
 		t.Fatalf("ids: %d %s", w.Code, w.Body)
 	}
-	do(f.h, req{target: "/api/segment/get/order"})
+	do(f.h, req{target: "/v1/keys/order/ids"})
 	st = getUIState(t, f.h, nil)
 	o2 := uiKeyOf(t, st, "order")
 	if o2.Issued != 251 {
@@ -225,7 +225,7 @@ func TestUIRecentErrors(t *testing.T) {
 	for range 5 {
 		do(f.h, req{target: "/v1/keys/order/ids"})
 	}
-	do(f.h, req{target: "/api/segment/get/order"}) // Leaf's route refuses as well
+	do(f.h, req{target: "/v1/keys/order/range"}) // every route refuses (Leaf's: server/leaf)
 	st := getUIState(t, f.h, nil)
 	if len(st.Errors) != 1 {
 		t.Fatalf("errors = %+v, want 1 entry in the first second", st.Errors)

@@ -148,7 +148,7 @@ func TestLeafMigration(t *testing.T) {
 		Stores: map[string]string{"default": mysqlURL(t, dsn)},
 		Keys:   map[string]server.KeyConfig{"snowflake": {Strategy: "snowflake", Layout: "leaf"}}}
 	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

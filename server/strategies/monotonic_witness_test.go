@@ -45,7 +45,7 @@ func serveMono(t *testing.T, keys map[string]server.KeyConfig, dir, coordinator 
 		t.Fatal(err)
 	}
 	log := &syncBuffer{}
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(log, nil))})
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces, Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatalf("server.New: %v\n%s", err, log)
 	}

@@ -60,7 +60,7 @@ func serveWith(t testing.TB, keys map[string]server.KeyConfig, o setup) (*server
 		t.Fatal(err)
 	}
 	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Clock: o.clk,
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces, Clock: o.clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

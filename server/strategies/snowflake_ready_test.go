@@ -26,7 +26,7 @@ func fileServer(t *testing.T, dir string, clk clock.Clock) *server.Server {
 	cfg := &server.Config{DataDir: dir, Coordinator: "file://" + filepath.Join(dir, "worker"),
 		Keys: map[string]server.KeyConfig{"snowflake": {Strategy: "snowflake"}}}
 	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Clock: clk,
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

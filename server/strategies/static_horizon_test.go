@@ -121,6 +121,6 @@ func snowflakeServer(t testing.TB, dir, coordinator string) (*server.Server, err
 	cfg := &server.Config{DataDir: dir, Coordinator: coordinator, Stores: map[string]string{},
 		Keys: map[string]server.KeyConfig{"snowflake": {Strategy: "snowflake"}}}
 	cfg.SetDefaults()
-	return server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
+	return server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }

@@ -14,7 +14,11 @@ import (
 	"testing"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/leaf"
 )
+
+// surfaces are what cmd/idmint serves beside the native API: Leaf's.
+var surfaces = []server.NewSurface{leaf.New}
 
 func newServer(t testing.TB, keys map[string]server.KeyConfig) (*server.Server, http.Handler) {
 	t.Helper()
@@ -28,7 +32,7 @@ func newServer(t testing.TB, keys map[string]server.KeyConfig) (*server.Server, 
 		Layouts: map[string]string{"mine": "time=41:1ms,dc=3,worker=7,seq=12,epoch=2024-01-01"},
 		Keys:    keys}
 	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

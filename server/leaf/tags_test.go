@@ -1,7 +1,10 @@
-package server
+package leaf
 
 import (
 	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/internal/reqtest"
+	"github.com/idmint/idmint/server/internal/servertest"
 
 	"context"
 	"errors"
@@ -27,16 +30,16 @@ func (f *fakeTable) set(rows []string, fail error) {
 	f.mu.Unlock()
 }
 
-func (f *fakeTable) Rows(ctx context.Context) ([]StoreRow, error) {
+func (f *fakeTable) Rows(ctx context.Context) ([]server.StoreRow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
 	if f.fail != nil {
 		return nil, f.fail
 	}
-	out := make([]StoreRow, len(f.rows))
+	out := make([]server.StoreRow, len(f.rows))
 	for i, r := range f.rows {
-		out[i] = StoreRow{Key: r, MaxID: 1, Step: 1000}
+		out[i] = server.StoreRow{Key: r, MaxID: 1, Step: 1000}
 	}
 	return out, nil
 }
@@ -47,33 +50,33 @@ func (f *fakeTable) listings() int {
 	return f.n
 }
 
-func (f *fakeTable) Open(tag string) (Issuer, error) {
-	c := &counter{name: tag}
-	c.next.Store(100)
-	c.step.Store(1000)
+func (f *fakeTable) Open(tag string) (server.Issuer, error) {
+	c := &servertest.Counter{Name: tag}
+	c.Next.Store(100)
+	c.Step.Store(1000)
 	return c, nil
 }
 func (f *fakeTable) Close(context.Context) error { return nil }
 
-func tagsFixture(t *testing.T, tbl *fakeTable) *fixture {
+func tagsFixture(t *testing.T, tbl *fakeTable) *servertest.Fixture {
 	t.Helper()
-	reg, _ := testRegistry()
-	must(reg.Register(Strategy{Name: "segment", New: func(ctx context.Context, env *Env, name string, k KeyConfig) (Issuer, error) {
-		if k.Options[LeafTableOption] == "true" {
+	reg, _ := servertest.Registry()
+	servertest.Must(reg.Register(server.Strategy{Name: "segment", New: func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+		if k.Options[server.LeafTableOption] == "true" {
 			return tbl, nil
 		}
-		return &counter{name: name}, nil
+		return &servertest.Counter{Name: name}, nil
 	}}))
 	return newFixtureReg(t, reg, nil)
 }
 
 // get asks Leaf's segment route for tag and returns status and body.
-func get(f *fixture, tag string) (int, string) {
-	w := do(f.h, req{target: "/api/segment/get/" + tag})
+func get(f *servertest.Fixture, tag string) (int, string) {
+	w := reqtest.Do(f.H, reqtest.Req{Target: "/api/segment/get/" + tag})
 	return w.Code, w.Body.String()
 }
 
-func wantLeafCode(t *testing.T, f *fixture, tag, code string) {
+func wantLeafCode(t *testing.T, f *servertest.Fixture, tag, code string) {
 	t.Helper()
 	st, body := get(f, tag)
 	if st != 500 || !strings.Contains(body, `"message":"Result{id=`+code+`, status=EXCEPTION}"`) {
@@ -82,17 +85,17 @@ func wantLeafCode(t *testing.T, f *fixture, tag, code string) {
 }
 
 // reloaded advances the fake clock past the next reload and waits for it.
-func reloaded(t *testing.T, f *fixture, tbl *fakeTable, d time.Duration) {
+func reloaded(t *testing.T, f *servertest.Fixture, tbl *fakeTable, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := f.clk.WaitForSleepers(ctx, 1); err != nil {
+	if err := f.Clk.WaitForSleepers(ctx, 1); err != nil {
 		t.Fatalf("the tag reloader never waited for its next round: %v", err)
 	}
 	n := tbl.listings()
-	f.clk.Advance(d)
+	f.Clk.Advance(d)
 	testserver.Eventually(t, fmt.Sprintf("a reload %v after the last one", d), 10*time.Second, func() bool {
-		return tbl.listings() != n && f.clk.Sleepers() > 0
+		return tbl.listings() != n && f.Clk.Sleepers() > 0
 	})
 }
 
@@ -114,13 +117,13 @@ func TestLeafTags(t *testing.T) {
 		wantLeafCode(t, f, tag, "-2")
 	}
 	// /cache lists every servable tag, loaded or not, as Leaf does.
-	w := do(f.h, req{target: "/cache"})
+	w := reqtest.Do(f.H, reqtest.Req{Target: "/cache"})
 	if !strings.Contains(w.Body.String(), `"legacy":{"key":"legacy"`) || strings.Contains(w.Body.String(), "inv:2025") {
 		t.Fatalf("/cache: %s", w.Body)
 	}
 	// /db lists every row but order-number sequences (their max_id is
 	// the order volume).
-	if w := do(f.h, req{target: "/db"}); strings.Contains(w.Body.String(), "20250817") || !strings.Contains(w.Body.String(), `"key":"legacy"`) {
+	if w := reqtest.Do(f.H, reqtest.Req{Target: "/db"}); strings.Contains(w.Body.String(), "20250817") || !strings.Contains(w.Body.String(), `"key":"legacy"`) {
 		t.Fatalf("/db: %s", w.Body)
 	}
 
@@ -129,10 +132,10 @@ func TestLeafTags(t *testing.T) {
 	wantLeafCode(t, f, "fresh", "-2")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := f.clk.WaitForSleepers(ctx, 1); err != nil {
+	if err := f.Clk.WaitForSleepers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	f.clk.Advance(59 * time.Second)
+	f.Clk.Advance(59 * time.Second)
 	wantLeafCode(t, f, "fresh", "-2") // 59 s: not reloaded yet
 	reloaded(t, f, tbl, time.Second)
 	if st, body := get(f, "fresh"); st != 200 || body != "101" {

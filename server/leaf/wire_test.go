@@ -1,17 +1,16 @@
-package server
+package leaf
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/idmint/idmint/clock"
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/internal/reqtest"
+	"github.com/idmint/idmint/server/internal/servertest"
 	"github.com/idmint/idmint/snowflake"
 )
 
@@ -24,34 +23,34 @@ func TestLeafWireFormat(t *testing.T) {
 	const ts = "1767225600000" // the fixture's fake clock, in ms
 	cases := []struct {
 		name         string
-		r            req
+		r            reqtest.Req
 		status       int
 		ctype, body  string
 		bodyContains []string
 	}{
-		{"segment", req{target: "/api/segment/get/order"}, 200, "text/plain;charset=UTF-8", "1", nil},
-		{"POST", req{method: "POST", target: "/api/segment/get/order"}, 200, "text/plain;charset=UTF-8", "2", nil},
-		{"trailing slash", req{target: "/api/segment/get/order/"}, 200, "text/plain;charset=UTF-8", "3", nil},
-		{"POST trailing slash", req{method: "POST", target: "/api/segment/get/order/"}, 200, "text/plain;charset=UTF-8", "4", nil},
-		{"unknown tag", req{target: "/api/segment/get/nosuch"}, 500, "application/json;charset=UTF-8",
+		{"segment", reqtest.Req{Target: "/api/segment/get/order"}, 200, "text/plain;charset=UTF-8", "1", nil},
+		{"POST", reqtest.Req{Method: "POST", Target: "/api/segment/get/order"}, 200, "text/plain;charset=UTF-8", "2", nil},
+		{"trailing slash", reqtest.Req{Target: "/api/segment/get/order/"}, 200, "text/plain;charset=UTF-8", "3", nil},
+		{"POST trailing slash", reqtest.Req{Method: "POST", Target: "/api/segment/get/order/"}, 200, "text/plain;charset=UTF-8", "4", nil},
+		{"unknown tag", reqtest.Req{Target: "/api/segment/get/nosuch"}, 500, "application/json;charset=UTF-8",
 			`{"timestamp":` + ts + `,"status":500,"error":"Internal Server Error","exception":"com.sankuai.inf.leaf.server.exception.LeafServerException","message":"Result{id=-2, status=EXCEPTION}","path":"/api/segment/get/nosuch"}` + "\n", nil},
-		{"unknown tag, trailing slash", req{method: "POST", target: "/api/segment/get/nosuch/"}, 500, "application/json;charset=UTF-8",
+		{"unknown tag, trailing slash", reqtest.Req{Method: "POST", Target: "/api/segment/get/nosuch/"}, 500, "application/json;charset=UTF-8",
 			`{"timestamp":` + ts + `,"status":500,"error":"Internal Server Error","exception":"com.sankuai.inf.leaf.server.exception.LeafServerException","message":"Result{id=-2, status=EXCEPTION}","path":"/api/segment/get/nosuch/"}` + "\n", nil},
-		{"unknown tag, browser", req{target: "/api/segment/get/nosuch", hdr: map[string]string{"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}}, 500, "text/html;charset=UTF-8", "",
+		{"unknown tag, browser", reqtest.Req{Target: "/api/segment/get/nosuch", Hdr: map[string]string{"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}}, 500, "text/html;charset=UTF-8", "",
 			[]string{"<h1>Whitelabel Error Page</h1>", "(type=Internal Server Error, status=500)", "<div>Result{id=-2, status=EXCEPTION}</div>"}},
-		{"html refused by q=0", req{target: "/api/segment/get/nosuch", hdr: map[string]string{"Accept": "text/html;q=0, application/json"}}, 500, "application/json;charset=UTF-8", "",
+		{"html refused by q=0", reqtest.Req{Target: "/api/segment/get/nosuch", Hdr: map[string]string{"Accept": "text/html;q=0, application/json"}}, 500, "application/json;charset=UTF-8", "",
 			[]string{`"message":"Result{id=-2, status=EXCEPTION}"`}},
-		{"decode", req{target: "/decodeSnowflakeId?snowflakeId=1541815603606036480"}, 200, "application/json;charset=UTF-8", "",
+		{"decode", reqtest.Req{Target: "/decodeSnowflakeId?snowflakeId=1541815603606036480"}, 200, "application/json;charset=UTF-8", "",
 			[]string{`"workerId":"`, `"sequenceId":"`, `"timestamp":"`}},
-		{"decode POST trailing slash", req{method: "POST", target: "/decodeSnowflakeId/?snowflakeId=1541815603606036480"}, 200, "application/json;charset=UTF-8", "",
+		{"decode POST trailing slash", reqtest.Req{Method: "POST", Target: "/decodeSnowflakeId/?snowflakeId=1541815603606036480"}, 200, "application/json;charset=UTF-8", "",
 			[]string{`"workerId":"`}},
-		{"decode garbage", req{target: "/decodeSnowflakeId?snowflakeId=x"}, 200, "application/json;charset=UTF-8", `{"errorMsg":"snowflake Id反解析发生异常!"}` + "\n", nil},
-		{"decode without the parameter", req{target: "/decodeSnowflakeId"}, 400, "application/json;charset=UTF-8",
+		{"decode garbage", reqtest.Req{Target: "/decodeSnowflakeId?snowflakeId=x"}, 200, "application/json;charset=UTF-8", `{"errorMsg":"snowflake Id反解析发生异常!"}` + "\n", nil},
+		{"decode without the parameter", reqtest.Req{Target: "/decodeSnowflakeId"}, 400, "application/json;charset=UTF-8",
 			`{"timestamp":` + ts + `,"status":400,"error":"Bad Request","exception":"org.springframework.web.bind.MissingServletRequestParameterException","message":"Required String parameter 'snowflakeId' is not present","path":"/decodeSnowflakeId"}` + "\n", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := do(f.h, tc.r)
+			w := reqtest.Do(f.H, tc.r)
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d; body %s", w.Code, tc.status, w.Body)
 			}
@@ -76,21 +75,21 @@ func TestLeafWireFormat(t *testing.T) {
 func TestLeafSnowflakeIgnoresKey(t *testing.T) {
 	f := newFixture(t, nil)
 	for range 5 {
-		if w := do(f.h, req{target: "/api/segment/get/order"}); w.Code != 200 {
+		if w := reqtest.Do(f.H, reqtest.Req{Target: "/api/segment/get/order"}); w.Code != 200 {
 			t.Fatalf("segment: %d %s", w.Code, w.Body)
 		}
 	}
 	for i, target := range []string{"/api/snowflake/get/order", "/api/snowflake/get/anything", "/api/snowflake/get/note/", "/api/snowflake/get/snowflake"} {
-		w := do(f.h, req{method: []string{"GET", "POST"}[i%2], target: target})
+		w := reqtest.Do(f.H, reqtest.Req{Method: []string{"GET", "POST"}[i%2], Target: target})
 		if want := fmt.Sprint(i + 1); w.Code != 200 || w.Body.String() != want {
 			t.Fatalf("%s: %d %q, want the snowflake key's ID %s", target, w.Code, w.Body, want)
 		}
 	}
-	if got := f.cs.get("order").next.Load(); got != 5 {
+	if got := f.Cs.Get("order").Next.Load(); got != 5 {
 		t.Fatalf("the segment key order issued %d IDs, want 5: the snowflake route drew from it", got)
 	}
-	g := newFixture(t, func(c *Config) { delete(c.Keys, "snowflake") })
-	if w := do(g.h, req{target: "/api/snowflake/get/order"}); w.Code != 500 || !strings.Contains(w.Body.String(), `"message":"Result{id=-1, status=EXCEPTION}"`) {
+	g := newFixture(t, func(c *server.Config) { delete(c.Keys, "snowflake") })
+	if w := reqtest.Do(g.H, reqtest.Req{Target: "/api/snowflake/get/order"}); w.Code != 500 || !strings.Contains(w.Body.String(), `"message":"Result{id=-1, status=EXCEPTION}"`) {
 		t.Fatalf("without a snowflake key: %d %s; want 500 Result{id=-1}", w.Code, w.Body)
 	}
 }
@@ -117,12 +116,15 @@ func TestLeafRefusals(t *testing.T) {
 		{"/api/snowflake/get/k", snowflake.ErrFenced, "-1"},
 	}
 	for _, tc := range cases {
-		reg, _ := testRegistry()
-		must(reg.Register(Strategy{Name: "refuser", New: func(context.Context, *Env, string, KeyConfig) (Issuer, error) {
+		reg, _ := servertest.Registry()
+		servertest.Must(reg.Register(server.Strategy{Name: "refuser", New: func(context.Context, *server.Env, string, server.KeyConfig) (server.Issuer, error) {
 			return refuser{tc.err}, nil
 		}}))
-		f := newFixtureReg(t, reg, func(c *Config) { c.Keys["k"] = KeyConfig{Strategy: "refuser"}; c.LeafSnowflakeKey = "k" })
-		w := do(f.h, req{target: tc.route})
+		f := newFixtureReg(t, reg, func(c *server.Config) {
+			c.Keys["k"] = server.KeyConfig{Strategy: "refuser"}
+			c.LeafSnowflakeKey = "k"
+		})
+		w := reqtest.Do(f.H, reqtest.Req{Target: tc.route})
 		want := `"message":"Result{id=` + tc.code + `, status=EXCEPTION}"`
 		if w.Code != 500 || !strings.Contains(w.Body.String(), want) || w.Header().Get("Content-Type") != "application/json;charset=UTF-8" {
 			t.Fatalf("%s refusing with %v: %d %s %s; want 500 with %s", tc.route, tc.err, w.Code, w.Header().Get("Content-Type"), w.Body, want)
@@ -133,10 +135,10 @@ func TestLeafRefusals(t *testing.T) {
 func TestLeafMonitorPages(t *testing.T) {
 	f := newFixture(t, nil)
 	for range 3 {
-		do(f.h, req{target: "/api/segment/get/order"})
+		reqtest.Do(f.H, reqtest.Req{Target: "/api/segment/get/order"})
 	}
 	html := map[string]string{"Accept": "text/html"}
-	w := do(f.h, req{target: "/cache", hdr: html})
+	w := reqtest.Do(f.H, reqtest.Req{Target: "/cache", Hdr: html})
 	if w.Code != 200 || w.Header().Get("Content-Type") != "text/html;charset=UTF-8" {
 		t.Fatalf("/cache as HTML: %d %q", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -147,40 +149,37 @@ func TestLeafMonitorPages(t *testing.T) {
 			t.Fatalf("/cache page lacks %s:\n%s", s, w.Body)
 		}
 	}
-	w = do(f.h, req{target: "/db/", hdr: html})
+	w = reqtest.Do(f.H, reqtest.Req{Target: "/db/", Hdr: html})
 	if w.Code != 200 || w.Header().Get("Content-Type") != "text/html;charset=UTF-8" ||
 		!strings.Contains(w.Body.String(), "<th>tag</th><th>max</th><th>step</th><th>update</th>") ||
 		!strings.Contains(w.Body.String(), "<tr><td>order</td><td>1,003</td><td>1,000</td>") {
 		t.Fatalf("/db as HTML: %d %q\n%s", w.Code, w.Header().Get("Content-Type"), w.Body)
 	}
 	for _, p := range []string{"/cache", "/db", "/cache/"} {
-		w := do(f.h, req{target: p})
+		w := reqtest.Do(f.H, reqtest.Req{Target: p})
 		if w.Code != 200 || w.Header().Get("Content-Type") != "application/json;charset=UTF-8" || !strings.Contains(w.Body.String(), `"key":"order"`) {
 			t.Fatalf("%s as JSON: %d %q %s", p, w.Code, w.Header().Get("Content-Type"), w.Body)
 		}
 	}
-	if w := do(f.h, req{target: "/cache", remote: "192.0.2.1:5000"}); w.Code != http.StatusForbidden {
+	if w := reqtest.Do(f.H, reqtest.Req{Target: "/cache", Remote: "192.0.2.1:5000"}); w.Code != http.StatusForbidden {
 		t.Fatalf("/cache from a remote client without the admin token: %d", w.Code)
 	}
 }
 
-// newFixtureReg is newFixture on a registry the test extends.
-func newFixtureReg(t testing.TB, reg *Registry, mutate func(*Config)) *fixture {
+// newFixture is a server with Leaf's surface over servertest's keys.
+func newFixture(t testing.TB, mutate func(*server.Config)) *servertest.Fixture {
 	t.Helper()
-	cfg := &Config{DataDir: t.TempDir(), Keys: map[string]KeyConfig{
-		"order":     {Strategy: "counter"},
-		"snowflake": {Strategy: "snowflake"},
-	}}
-	if mutate != nil {
-		mutate(cfg)
-	}
-	cfg.SetDefaults()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s, err := New(context.Background(), Options{Config: cfg, Registry: reg, Clock: clk,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(context.Background()) })
-	return &fixture{s: s, h: s.Handler(), adm: s.AdminHandler(), clk: clk}
+	return servertest.New(t, mutate, New)
+}
+
+// newFixtureReg is a server with Leaf's surface on a registry the test
+// extends, serving the counters "order" and "snowflake".
+func newFixtureReg(t testing.TB, reg *server.Registry, mutate func(*server.Config)) *servertest.Fixture {
+	t.Helper()
+	return servertest.NewReg(t, reg, nil, func(c *server.Config) {
+		c.Keys = map[string]server.KeyConfig{"order": {Strategy: "counter"}, "snowflake": {Strategy: "snowflake"}}
+		if mutate != nil {
+			mutate(c)
+		}
+	}, New)
 }

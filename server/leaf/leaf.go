@@ -1,5 +1,9 @@
-package server
-
+// Package leaf serves Meituan Leaf's HTTP API over a server's keys, so a
+// Leaf client (or a script written for leaf-server) talks to idmint
+// unchanged. cmd/idmint adds it to every server it runs:
+//
+//	server.New(ctx, server.Options{..., Surfaces: []server.NewSurface{leaf.New}})
+//
 // Leaf-compatible endpoints. Behaviour follows Meituan-Dianping/Leaf's
 // leaf-server 1.0.1 on Spring Boot 1.5.18 (leaf-server/pom.xml):
 // controller/LeafController.java, controller/LeafMonitorController.java,
@@ -48,14 +52,17 @@ package server
 //     route with and without the trailing slash: the ID routes and
 //     /decodeSnowflakeId for GET, HEAD and POST, /cache and /db for GET
 //     and HEAD, and answers 405 to the rest.
+package leaf
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"html"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +70,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/internal/numfmt"
+	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/internal/wire"
 	"github.com/idmint/idmint/snowflake"
 )
@@ -88,9 +96,24 @@ var (
 	leafHTMLType = []string{"text/html;charset=UTF-8"}
 )
 
-// leafRoutes registers the Leaf-compatible routes, each also with a
-// trailing slash as Spring MVC matches it.
-func (s *Server) leafRoutes(mux *http.ServeMux) {
+// surface is Leaf's API over one server.
+type surface struct {
+	s   *server.Server
+	env *server.Env
+
+	segment, snowflake, decode, cache, db *server.Route
+}
+
+// New builds Leaf's surface over s (a server.NewSurface).
+func New(s *server.Server) server.Surface {
+	return &surface{s: s, env: s.Env(),
+		segment: s.Route("leaf_segment"), snowflake: s.Route("leaf_snowflake"), decode: s.Route("leaf_decode"),
+		cache: s.Route("cache"), db: s.Route("db")}
+}
+
+// Routes registers the Leaf-compatible routes, each also with a trailing
+// slash as Spring MVC matches it.
+func (s *surface) Routes(mux *http.ServeMux) {
 	for _, r := range []struct {
 		path string
 		h    http.HandlerFunc
@@ -98,24 +121,24 @@ func (s *Server) leafRoutes(mux *http.ServeMux) {
 		{"/api/segment/get/{key}", s.leafSegment},
 		{"/api/snowflake/get/{key}", s.leafSnowflake},
 		{"/decodeSnowflakeId", s.leafDecode},
-		{"/cache", s.cache},
-		{"/db", s.db},
+		{"/cache", s.cacheView},
+		{"/db", s.dbView},
 	} {
 		mux.HandleFunc(r.path, r.h)
 		mux.HandleFunc(r.path+"/{$}", r.h)
 	}
 }
 
-// Prefixes of the Leaf routes leafHot serves.
+// Prefixes of the Leaf routes Hot serves.
 const (
 	leafSegmentPrefix   = "/api/segment/get/"
 	leafSnowflakePrefix = "/api/snowflake/get/"
 )
 
-// leafHot is hot's part for the Leaf ID routes: a key segment, with or
+// Hot serves the Leaf ID routes without the mux: a key segment, with or
 // without Spring's trailing slash, and no other '/'. It reports whether it
 // served r.
-func (s *Server) leafHot(w http.ResponseWriter, r *http.Request, p string) bool {
+func (s *surface) Hot(w http.ResponseWriter, r *http.Request, p string) bool {
 	switch {
 	case strings.HasPrefix(p, leafSegmentPrefix):
 		if key, ok := lastSegment(p[len(leafSegmentPrefix):]); ok {
@@ -138,22 +161,22 @@ func lastSegment(rest string) (string, bool) {
 	return rest, rest != "" && !strings.Contains(rest, "/")
 }
 
-func (s *Server) leafSegment(w http.ResponseWriter, r *http.Request) {
+func (s *surface) leafSegment(w http.ResponseWriter, r *http.Request) {
 	s.leafSegmentOf(w, r, r.PathValue("key"))
 }
 
-func (s *Server) leafSegmentOf(w http.ResponseWriter, r *http.Request, name string) {
-	start := s.clk.Mono()
+func (s *surface) leafSegmentOf(w http.ResponseWriter, r *http.Request, name string) {
+	start := s.env.Clock.Mono()
 	st := s.serveLeafSegment(w, r, name)
-	s.metrics.observe(routeLeafSegment, st, s.clk.Mono()-start)
+	s.segment.Observe(st, s.env.Clock.Mono()-start)
 }
 
-func (s *Server) serveLeafSegment(w http.ResponseWriter, r *http.Request, name string) int {
-	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+func (s *surface) serveLeafSegment(w http.ResponseWriter, r *http.Request, name string) int {
+	if !s.s.MethodOK(w, r, http.MethodGet, http.MethodPost) {
 		return http.StatusMethodNotAllowed
 	}
-	k := s.lookup(name)
-	if k == nil || k.ints == nil {
+	k := s.s.Lookup(name)
+	if k == nil || k.Int64s() == nil {
 		// Not configured: a tag of the default store's table, as Leaf
 		// serves every biz_tag of leaf_alloc.
 		var code int64
@@ -165,60 +188,56 @@ func (s *Server) serveLeafSegment(w http.ResponseWriter, r *http.Request, name s
 	return s.serveLeaf(w, r, k, false)
 }
 
-func (s *Server) leafSnowflake(w http.ResponseWriter, r *http.Request) {
-	start := s.clk.Mono()
+func (s *surface) leafSnowflake(w http.ResponseWriter, r *http.Request) {
+	start := s.env.Clock.Mono()
 	st := s.serveLeafSnowflake(w, r)
-	s.metrics.observe(routeLeafSnowflake, st, s.clk.Mono()-start)
+	s.snowflake.Observe(st, s.env.Clock.Mono()-start)
 }
 
-func (s *Server) serveLeafSnowflake(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+func (s *surface) serveLeafSnowflake(w http.ResponseWriter, r *http.Request) int {
+	if !s.s.MethodOK(w, r, http.MethodGet, http.MethodPost) {
 		return http.StatusMethodNotAllowed
 	}
 	// Leaf ignores {key} here: every key gets the one snowflake generator.
-	k := s.lookup(s.cfg.LeafSnowflakeKey)
-	if s.cfg.LeafSnowflakeKey == "" || k == nil || k.ints == nil {
+	k := s.s.Lookup(s.env.Config.LeafSnowflakeKey)
+	if s.env.Config.LeafSnowflakeKey == "" || k == nil || k.Int64s() == nil {
 		return s.leafError(w, r, leafInitFalse)
 	}
 	return s.serveLeaf(w, r, k, true)
 }
 
-func (s *Server) serveLeaf(w http.ResponseWriter, r *http.Request, k *key, snow bool) int {
-	if st := authorize(r, k.tokens); st != 0 {
+func (s *surface) serveLeaf(w http.ResponseWriter, r *http.Request, k *server.Key, snow bool) int {
+	if st := k.Authorize(r); st != 0 {
 		// Tokens are idmint's: a client that sends one knows idmint's
 		// error body.
-		s.writeAuthError(w, st)
+		s.s.WriteAuthError(w, st)
 		return st
 	}
-	if k.limiter != nil {
+	if ok, wait := k.Allow(); !ok {
 		// Leaf has no rate limit; the answer is shaped as Spring's
 		// errors are, so a Leaf client finds its status and message.
-		if ok, wait := k.limiter.allow(); !ok {
-			secs := int64((wait + time.Second - 1) / time.Second)
-			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-			return s.springError(w, r, http.StatusTooManyRequests, "", "key "+strconv.Quote(k.name)+" is rate limited")
-		}
+		secs := int64((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		return s.springError(w, r, http.StatusTooManyRequests, "", "key "+strconv.Quote(k.Name())+" is rate limited")
 	}
 	var buf [1]int64
-	k.mu.RLock()
-	if k.gone {
-		k.mu.RUnlock()
+	if !k.Hold() {
 		return s.leafError(w, r, leafKeyNotFound)
 	}
 	if r.Method == http.MethodHead {
 		// HEAD answers what GET would (status, type) after the same
 		// checks, without consuming an ID.
-		k.mu.RUnlock()
+		k.Release()
 		w.Header()["Content-Type"] = wire.TextPlain
 		return http.StatusOK
 	}
-	err := k.ints.NextInt64s(r.Context(), buf[:])
-	k.mu.RUnlock()
+	err := k.Int64s().NextInt64s(r.Context(), buf[:])
+	k.Release()
 	if err != nil {
-		s.logRefusal(k, err)
+		s.s.LogRefusal(k, err)
 		return s.leafError(w, r, leafCode(err, snow))
 	}
-	k.issued.Inc()
+	k.Issued(1)
 	var out [24]byte
 	b := strconv.AppendInt(out[:0], buf[0], 10)
 	w.Header()["Content-Type"] = wire.TextPlain
@@ -240,7 +259,7 @@ func leafCode(err error, snow bool) int64 {
 
 // leafError answers like Spring Boot 1.5 does for Leaf's
 // LeafServerException.
-func (s *Server) leafError(w http.ResponseWriter, r *http.Request, code int64) int {
+func (s *surface) leafError(w http.ResponseWriter, r *http.Request, code int64) int {
 	return s.springError(w, r, http.StatusInternalServerError, leafServerException,
 		"Result{id="+strconv.FormatInt(code, 10)+", status=EXCEPTION}")
 }
@@ -248,8 +267,8 @@ func (s *Server) leafError(w http.ResponseWriter, r *http.Request, code int64) i
 // springError writes Spring Boot 1.5's error answer: its Whitelabel Error
 // Page to a client asking for HTML, otherwise DefaultErrorAttributes as
 // JSON (exception only when an exception caused it). It returns status.
-func (s *Server) springError(w http.ResponseWriter, r *http.Request, status int, exception, message string) int {
-	now := s.clk.Now()
+func (s *surface) springError(w http.ResponseWriter, r *http.Request, status int, exception, message string) int {
+	now := s.env.Clock.Now()
 	h := w.Header()
 	h["Cache-Control"] = wire.NoStore
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -316,14 +335,14 @@ func wantsHTML(r *http.Request) bool {
 // worker, 12 of sequence (LeafMonitorController.decodeSnowflakeId).
 const leafTwepoch = 1288834974657
 
-func (s *Server) leafDecode(w http.ResponseWriter, r *http.Request) {
-	start := s.clk.Mono()
+func (s *surface) leafDecode(w http.ResponseWriter, r *http.Request) {
+	start := s.env.Clock.Mono()
 	st := s.serveLeafDecode(w, r)
-	s.metrics.observe(routeLeafDecode, st, s.clk.Mono()-start)
+	s.decode.Observe(st, s.env.Clock.Mono()-start)
 }
 
-func (s *Server) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+func (s *surface) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
+	if !s.s.MethodOK(w, r, http.MethodGet, http.MethodPost) {
 		return http.StatusMethodNotAllowed
 	}
 	raw, ok, err := wire.QueryValue(r.URL.RawQuery, "snowflakeId")
@@ -331,14 +350,16 @@ func (s *Server) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
 		// DefaultHandlerExceptionResolver: 400 with the exception's message.
 		return s.springError(w, r, http.StatusBadRequest, springMissingParamExc, "Required String parameter 'snowflakeId' is not present")
 	}
-	id, perr := parseLeafID(raw)
+	// Java's Long.parseLong: an optional sign and decimal digits, within
+	// int64.
+	id, perr := strconv.ParseInt(raw, 10, 64)
 	if perr != nil {
 		return s.leafJSON(w, r, map[string]string{"errorMsg": "snowflake Id反解析发生异常!"})
 	}
 	var ms, worker, seq int64
 	decoded := false
-	if k := s.lookup(s.cfg.LeafSnowflakeKey); k != nil && k.dec != nil {
-		if p, err := k.dec.Decode(strconv.FormatInt(id, 10)); err == nil && !p.Time.IsZero() {
+	if k := s.s.Lookup(s.env.Config.LeafSnowflakeKey); k != nil && k.Decoder() != nil {
+		if p, err := k.Decoder().Decode(strconv.FormatInt(id, 10)); err == nil && !p.Time.IsZero() {
 			ms, worker, seq, decoded = p.Time.UnixMilli(), p.Node, p.Sequence, true
 		}
 	}
@@ -356,7 +377,7 @@ func (s *Server) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
 }
 
 // leafJSON answers 200 with v as JSON, as Spring writes a @ResponseBody.
-func (s *Server) leafJSON(w http.ResponseWriter, r *http.Request, v any) int {
+func (s *surface) leafJSON(w http.ResponseWriter, r *http.Request, v any) int {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return s.springError(w, r, http.StatusInternalServerError, "", "encode answer: "+err.Error())
@@ -368,35 +389,36 @@ func (s *Server) leafJSON(w http.ResponseWriter, r *http.Request, v any) int {
 	return http.StatusOK
 }
 
-// cache serves Leaf's /cache view: the buffers of every configured key
+// cacheView serves Leaf's /cache view: the buffers of every configured key
 // whose issuer is a Monitor and of every tag of the default store's table
 // (Leaf lists every tag it has loaded from leaf_alloc, loaded or not:
 // initOk false and zeros until its first request).
-func (s *Server) cache(w http.ResponseWriter, r *http.Request) {
+func (s *surface) cacheView(w http.ResponseWriter, r *http.Request) {
 	st := s.serveCache(w, r)
-	s.metrics.observe(routeCache, st, 0)
+	s.cache.Observe(st, 0)
 }
 
-func (s *Server) serveCache(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet) {
+func (s *surface) serveCache(w http.ResponseWriter, r *http.Request) int {
+	if !s.s.MethodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
-	if e := s.adminCheck(r); e != nil {
-		s.writeError(w, *e)
-		return e.status
+	if st := s.s.CheckAdmin(w, r); st != 0 {
+		return st
 	}
-	out := map[string]CacheView{}
+	out := map[string]server.CacheView{}
 	if t := s.leafTracker(); t != nil {
 		t.ready(r.Context())
 		for name, k := range t.table() {
-			if m, ok := k.issuer.(Monitor); ok {
+			if m, ok := k.Issuer().(server.Monitor); ok {
 				out[name] = m.CacheView()
 			}
 		}
 	}
-	for name, k := range s.table() {
-		if m, ok := k.issuer.(Monitor); ok {
-			out[name] = m.CacheView()
+	for _, name := range s.s.Keys() {
+		if k := s.s.Lookup(name); k != nil {
+			if m, ok := k.Issuer().(server.Monitor); ok {
+				out[name] = m.CacheView()
+			}
 		}
 	}
 	if !wantsHTML(r) {
@@ -406,7 +428,7 @@ func (s *Server) serveCache(w http.ResponseWriter, r *http.Request) int {
 	var b strings.Builder
 	b.WriteString(leafPageHead)
 	b.WriteString("<thead>\n<tr><th>name</th><th>init</th><th>next</th><th>pos</th><th>value0</th><th>max0</th><th>step0</th><th>value1</th><th>max1</th><th>step1</th></tr>\n</thead>\n<tbody>\n")
-	for _, name := range sortedKeys(out) {
+	for _, name := range slices.Sorted(maps.Keys(out)) {
 		v := out[name]
 		b.WriteString("<tr>")
 		cell(&b, html.EscapeString(name))
@@ -424,29 +446,28 @@ func (s *Server) serveCache(w http.ResponseWriter, r *http.Request) int {
 	return s.leafHTML(w, b.String())
 }
 
-// db serves Leaf's /db view: every row of the default store's table
+// dbView serves Leaf's /db view: every row of the default store's table
 // (LeafMonitorController.getDb lists leaf_alloc), and the store rows of
 // configured keys kept elsewhere.
-func (s *Server) db(w http.ResponseWriter, r *http.Request) {
+func (s *surface) dbView(w http.ResponseWriter, r *http.Request) {
 	st := s.serveDB(w, r)
-	s.metrics.observe(routeDB, st, 0)
+	s.db.Observe(st, 0)
 }
 
-func (s *Server) serveDB(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet) {
+func (s *surface) serveDB(w http.ResponseWriter, r *http.Request) int {
+	if !s.s.MethodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
-	if e := s.adminCheck(r); e != nil {
-		s.writeError(w, *e)
-		return e.status
+	if st := s.s.CheckAdmin(w, r); st != 0 {
+		return st
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	byKey := map[string]StoreRow{}
+	byKey := map[string]server.StoreRow{}
 	if t := s.leafTracker(); t != nil {
 		rows, err := t.rows(ctx)
 		if err != nil {
-			s.writeError(w, issuerError(err, "leaf_alloc"))
+			s.s.WriteIssuerError(w, err, "leaf_alloc")
 			return http.StatusServiceUnavailable
 		}
 		for _, row := range rows {
@@ -457,22 +478,22 @@ func (s *Server) serveDB(w http.ResponseWriter, r *http.Request) int {
 			}
 		}
 	}
-	for _, name := range sortedKeys(s.table()) {
-		k := s.lookup(name)
+	for _, name := range s.s.Keys() {
+		k := s.s.Lookup(name)
 		if k == nil {
 			continue
 		}
-		if m, ok := k.issuer.(Monitor); ok {
+		if m, ok := k.Issuer().(server.Monitor); ok {
 			row, err := m.StoreRow(ctx)
 			if err != nil {
-				s.writeError(w, issuerError(err, name))
+				s.s.WriteIssuerError(w, err, name)
 				return http.StatusServiceUnavailable
 			}
 			byKey[row.Key] = row
 		}
 	}
-	rows := make([]StoreRow, 0, len(byKey))
-	for _, name := range sortedKeys(byKey) {
+	rows := make([]server.StoreRow, 0, len(byKey))
+	for _, name := range slices.Sorted(maps.Keys(byKey)) {
 		rows = append(rows, byKey[name])
 	}
 	if !wantsHTML(r) {
@@ -515,32 +536,13 @@ func cell(b *strings.Builder, text string) {
 
 // leafHTML answers 200 with a page, as Spring's FreeMarkerView does
 // (spring.freemarker.content-type text/html, charset UTF-8).
-func (s *Server) leafHTML(w http.ResponseWriter, page string) int {
+func (s *surface) leafHTML(w http.ResponseWriter, page string) int {
 	h := w.Header()
 	h["Content-Type"] = leafHTMLType
 	h["Cache-Control"] = wire.NoStore
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.Write([]byte(page))
 	return http.StatusOK
-}
-
-// LeafTableOption, set to "true" in the KeyConfig a server passes to the
-// "segment" strategy's New, asks for the store's whole table as a
-// LeafTable instead of one key's issuer. A key written in a config or
-// created through the API cannot set it (the strategy's Check refuses
-// unknown options).
-const LeafTableOption = "leaf_table"
-
-// LeafTable is a segment store's table served by tag, as Leaf's
-// SegmentIDGenImpl serves every biz_tag of leaf_alloc.
-type LeafTable interface {
-	Issuer
-	// Rows lists every row of the table, ordered by key.
-	Rows(ctx context.Context) ([]StoreRow, error)
-	// Open returns the issuer of the row called tag (an Int64s and a
-	// Monitor). It does no I/O and never creates a row: a row that does
-	// not exist shows as an error on first use.
-	Open(tag string) (Issuer, error)
 }
 
 // leafReloadEvery is how often the default store's tags are listed again:
@@ -562,7 +564,7 @@ var leafDayRow = regexp.MustCompile(`:[0-9]{8}$`)
 // ordernum.SequenceRow's, are idmint's own) and not an order-number day
 // sequence.
 func leafServable(tag string) bool {
-	return CheckName(tag) == nil && !leafDayRow.MatchString(tag)
+	return server.CheckName(tag) == nil && !leafDayRow.MatchString(tag)
 }
 
 // leafTags serves the default store's rows that no key is configured for,
@@ -571,32 +573,32 @@ func leafServable(tag string) bool {
 // rows that went away. It is a Resource of the server's Env, closed with
 // the server.
 type leafTags struct {
-	s      *Server
+	s      *surface
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 	first  chan struct{} // closed after the first listing attempt
 
 	tbl    atomic.Pointer[leafTableRef]
-	tags   atomic.Pointer[map[string]*key]
+	tags   atomic.Pointer[map[string]*server.Key]
 	loaded atomic.Bool // a listing has succeeded
 }
 
-type leafTableRef struct{ t LeafTable }
+type leafTableRef struct{ t server.LeafTable }
 
 // leafTracker returns the server's leafTags, starting it on first use; nil
 // when no "segment" strategy is registered or the server is closed.
-func (s *Server) leafTracker() *leafTags {
-	if s.closed.Load() {
+func (s *surface) leafTracker() *leafTags {
+	if s.s.Closed() {
 		return nil
 	}
-	if _, ok := s.reg.Strategy("segment"); !ok {
+	if _, ok := s.env.Registry.Strategy("segment"); !ok {
 		return nil
 	}
-	res, err := s.env.Shared(context.Background(), "leaf tags", func(context.Context) (Resource, error) {
+	res, err := s.env.Shared(context.Background(), "leaf tags", func(context.Context) (server.Resource, error) {
 		t := &leafTags{s: s, done: make(chan struct{}), first: make(chan struct{})}
 		t.ctx, t.cancel = context.WithCancel(context.Background())
-		empty := map[string]*key{}
+		empty := map[string]*server.Key{}
 		t.tags.Store(&empty)
 		go t.run()
 		return t, nil
@@ -610,7 +612,7 @@ func (s *Server) leafTracker() *leafTags {
 // leafTag returns the table's key called name, or nil and the Result id
 // Leaf answers: -1 while the table was never listed, -2 when it has no
 // such servable row.
-func (s *Server) leafTag(ctx context.Context, name string) (*key, int64) {
+func (s *surface) leafTag(ctx context.Context, name string) (*server.Key, int64) {
 	t := s.leafTracker()
 	if t == nil {
 		return nil, leafKeyNotFound
@@ -638,10 +640,10 @@ func (t *leafTags) ready(ctx context.Context) bool {
 	return t.loaded.Load()
 }
 
-func (t *leafTags) table() map[string]*key { return *t.tags.Load() }
+func (t *leafTags) table() map[string]*server.Key { return *t.tags.Load() }
 
 // rows lists the table (for /db).
-func (t *leafTags) rows(ctx context.Context) ([]StoreRow, error) {
+func (t *leafTags) rows(ctx context.Context) ([]server.StoreRow, error) {
 	tbl, err := t.open(ctx)
 	if err != nil {
 		return nil, err
@@ -650,19 +652,19 @@ func (t *leafTags) rows(ctx context.Context) ([]StoreRow, error) {
 }
 
 // open returns the default store's LeafTable, building it the first time.
-func (t *leafTags) open(ctx context.Context) (LeafTable, error) {
+func (t *leafTags) open(ctx context.Context) (server.LeafTable, error) {
 	if ref := t.tbl.Load(); ref != nil {
 		return ref.t, nil
 	}
-	st, ok := t.s.reg.Strategy("segment")
+	st, ok := t.s.env.Registry.Strategy("segment")
 	if !ok {
 		return nil, errors.New("server: no segment strategy registered")
 	}
-	iss, err := st.New(ctx, t.s.env, "", KeyConfig{Strategy: "segment", Store: DefaultStore, Options: map[string]string{LeafTableOption: "true"}})
+	iss, err := st.New(ctx, t.s.env, "", server.KeyConfig{Strategy: "segment", Store: server.DefaultStore, Options: map[string]string{server.LeafTableOption: "true"}})
 	if err != nil {
 		return nil, err
 	}
-	tbl, ok := iss.(LeafTable)
+	tbl, ok := iss.(server.LeafTable)
 	if !ok {
 		iss.Close(ctx)
 		return nil, errors.New("server: the segment strategy does not serve whole tables")
@@ -686,12 +688,12 @@ func (t *leafTags) run() {
 			if t.ctx.Err() != nil {
 				return
 			}
-			t.s.log.Warn("leaf tags: cannot list the default store's table; retrying", "err", err, "retry_in", wait.String())
+			t.s.env.Logger.Warn("leaf tags: cannot list the default store's table; retrying", "err", err, "retry_in", wait.String())
 			pause, wait = wait, min(wait*2, leafReloadEvery)
 		} else {
 			wait = leafRetryMin
 		}
-		if t.s.clk.Sleep(t.ctx, pause) != nil {
+		if t.s.env.Clock.Sleep(t.ctx, pause) != nil {
 			return
 		}
 	}
@@ -717,7 +719,7 @@ func (t *leafTags) reload() error {
 		t.loaded.Store(true)
 		return nil
 	}
-	next := make(map[string]*key, len(rows))
+	next := make(map[string]*server.Key, len(rows))
 	for _, row := range rows {
 		if !leafServable(row.Key) {
 			continue
@@ -728,38 +730,29 @@ func (t *leafTags) reload() error {
 		}
 		iss, err := tbl.Open(row.Key)
 		if err != nil {
-			t.s.log.Warn("leaf tags: cannot serve a row of the default store", "tag", row.Key, "err", err)
+			t.s.env.Logger.Warn("leaf tags: cannot serve a row of the default store", "tag", row.Key, "err", err)
 			continue
 		}
-		k := &key{name: row.Key, cfg: KeyConfig{Strategy: "segment", Store: DefaultStore}, issuer: iss}
-		k.hdr.init("segment", iss, t.s.start)
-		k.ints, _ = iss.(Int64s)
-		if k.ints == nil {
-			iss.Close(ctx)
+		k, err := t.s.s.Adopt(ctx, row.Key, server.KeyConfig{Strategy: "segment", Store: server.DefaultStore}, iss)
+		if err != nil {
+			t.s.env.Logger.Warn("leaf tags: cannot serve a row of the default store", "tag", row.Key, "err", err)
 			continue
 		}
-		k.issued = t.s.metrics.issued.WithLabelValues(row.Key, "segment")
+		if k.Int64s() == nil {
+			k.Retire(ctx)
+			continue
+		}
 		next[row.Key] = k
 	}
 	t.tags.Store(&next)
 	t.loaded.Store(true)
 	for name, k := range old {
 		if next[name] != k {
-			t.s.log.Info("leaf tags: row gone from the default store; no longer served", "tag", name)
-			closeKey(ctx, k)
+			t.s.env.Logger.Info("leaf tags: row gone from the default store; no longer served", "tag", name)
+			k.Retire(ctx)
 		}
 	}
 	return nil
-}
-
-// closeKey closes k's issuer after its last in-flight request.
-func closeKey(ctx context.Context, k *key) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if !k.gone {
-		k.gone = true
-		k.issuer.Close(ctx)
-	}
 }
 
 // Close stops the reloading and closes every tag's issuer and the table.
@@ -771,7 +764,7 @@ func (t *leafTags) Close(ctx context.Context) error {
 		return ctx.Err()
 	}
 	for _, k := range t.table() {
-		closeKey(ctx, k)
+		k.Retire(ctx)
 	}
 	if ref := t.tbl.Load(); ref != nil {
 		return ref.t.Close(ctx)

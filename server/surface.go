@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// The core's API for the surfaces beside it: packages that serve a wire
+// format of their own (Leaf's, in server/leaf) over the keys this package
+// holds. A surface owns its routes and their fast path; the core owns the
+// key table, the issuers' lifetimes, authorization, rate limits, metrics
+// and the error answers of the native API.
+
+// Surface is a set of HTTP routes served beside the core's, on the public
+// and the admin handler alike.
+type Surface interface {
+	// Routes registers the surface's handlers on mux.
+	Routes(mux *http.ServeMux)
+	// Hot serves r without the mux's general matching when path (canonical,
+	// nothing escaped) is one of the surface's ID routes, exactly as its
+	// mux handler would, and reports whether it did. Everything else is
+	// left to the mux.
+	Hot(w http.ResponseWriter, r *http.Request, path string) bool
+}
+
+// NewSurface builds a surface over a server; Options.Surfaces lists them.
+type NewSurface func(*Server) Surface
+
+// Env is what the server gives its strategies and surfaces: the clock, the
+// logger, the config, the registry and the shared resources (closed with
+// the server).
+func (s *Server) Env() *Env { return s.env }
+
+// Closed reports whether Close has begun.
+func (s *Server) Closed() bool { return s.closed.Load() }
+
+// Lookup returns the served key called name, or nil.
+func (s *Server) Lookup(name string) *Key { return s.lookup(name) }
+
+// Route returns the request metrics of the route called name (its
+// label in idmint_http_requests_total and the latency histogram). Call it
+// once, when the surface is built.
+func (s *Server) Route(name string) *Route { return s.metrics.route(name) }
+
+// MethodOK answers 405 with an Allow header unless r.Method is one of
+// allowed (HEAD is allowed wherever GET is), and reports whether it is.
+func (s *Server) MethodOK(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+	return s.methodOK(w, r, allowed...)
+}
+
+// CheckAdmin answers r's refusal, in the native API's error body, unless r
+// may administer (it carries the admin token, or no admin token is
+// configured and it comes from loopback, not from a web page). It returns
+// the refusal's status, or 0 when r may go on.
+func (s *Server) CheckAdmin(w http.ResponseWriter, r *http.Request) int {
+	if e := s.adminCheck(r); e != nil {
+		s.writeError(w, *e)
+		return e.status
+	}
+	return 0
+}
+
+// WriteAuthError answers a failed Key.Authorize (401 or 403) in the native
+// API's error body.
+func (s *Server) WriteAuthError(w http.ResponseWriter, status int) { s.writeAuthError(w, status) }
+
+// WriteIssuerError answers an issuer's failure on the key (or resource)
+// called name in the native API's error body: 400 for the request's
+// fault, otherwise 503 with Retry-After. It returns the status.
+func (s *Server) WriteIssuerError(w http.ResponseWriter, err error, name string) int {
+	e := issuerError(err, name)
+	s.writeError(w, e)
+	return e.status
+}
+
+// LogRefusal records k's issuer refusing (a 503): on the dashboard's list
+// and in the log, at most once per RefusalLogEvery per key.
+func (s *Server) LogRefusal(k *Key, err error) { s.logRefusal(k, err) }
+
+// Adopt serves an issuer a surface built and owns (one row of a table the
+// surface serves by name) through a Key that is not in the key table: its
+// IDs count in idmint_ids_issued_total under name, and Retire closes it.
+func (s *Server) Adopt(ctx context.Context, name string, kc KeyConfig, iss Issuer) (*Key, error) {
+	return s.wrap(ctx, name, kc, iss, false)
+}
+
+// Name is the key's name.
+func (k *Key) Name() string { return k.name }
+
+// Issuer is the key's issuer.
+func (k *Key) Issuer() Issuer { return k.issuer }
+
+// Int64s is the issuer's Int64s, or nil when it issues strings.
+func (k *Key) Int64s() Int64s { return k.ints }
+
+// Decoder is the issuer's Decoder, or nil.
+func (k *Key) Decoder() Decoder { return k.dec }
+
+// Authorize checks r's bearer token against the key's tokens: 0 when r may
+// use the key, otherwise 401 or 403 (see Server.WriteAuthError).
+func (k *Key) Authorize(r *http.Request) int { return authorize(r, k.tokens) }
+
+// Allow takes one request from the key's rate limit. When none is left it
+// returns false and how long until one will be.
+func (k *Key) Allow() (bool, time.Duration) {
+	if k.limiter == nil {
+		return true, 0
+	}
+	return k.limiter.allow()
+}
+
+// Hold keeps the key's issuer open until Release: every use of the issuer
+// sits between the two (and nothing slow besides, such as writing the
+// answer). It returns false, holding nothing, when the key was retired.
+func (k *Key) Hold() bool {
+	k.mu.RLock()
+	if k.gone {
+		k.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+// Release ends a Hold.
+func (k *Key) Release() { k.mu.RUnlock() }
+
+// Issued counts n IDs handed out.
+func (k *Key) Issued(n int) { k.issued.Add(float64(n)) }
+
+// Retire closes the key's issuer after its last Hold ends (or when ctx
+// does). For keys a surface adopted; the server retires its own.
+func (k *Key) Retire(ctx context.Context) error { return retire(ctx, k) }
