@@ -21,6 +21,7 @@ import (
 
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/strategies"
 )
 
@@ -95,7 +96,8 @@ func TestDashboardInBrowser(t *testing.T) {
 			"event": {Strategy: "ulid"},
 		}}
 	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Surfaces: []server.NewSurface{dashboard.New}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +289,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if shot != "" {
 		want = 13
 	}
-	testserver.Eventually(t, "order's rate chart to hold "+strconv.Itoa(want)+" samples", time.Duration(want+2)*server.UISampleEvery, func() bool {
+	testserver.Eventually(t, "order's rate chart to hold "+strconv.Itoa(want)+" samples", time.Duration(want+2)*dashboard.UISampleEvery, func() bool {
 		return orderSamples(t, base, adminToken) >= want
 	})
 	issue("order", 400)
@@ -344,7 +346,7 @@ func orderSamples(t *testing.T, base, adminToken string) int {
 		return 0
 	}
 	defer resp.Body.Close()
-	var st server.UIState
+	var st dashboard.UIState
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
 		return 0
 	}

@@ -33,6 +33,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/leaf"
 	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/worker"
@@ -984,7 +985,7 @@ func routeStatus(t *testing.T, path string) int {
 		cfg.SetDefaults()
 		var s *server.Server
 		s, routesErr = server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Surfaces: []server.NewSurface{leaf.New}})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Surfaces: []server.NewSurface{leaf.New, dashboard.New}})
 		if routesErr == nil {
 			routes = s.Handler()
 		}

@@ -45,12 +45,12 @@ func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) int {
 	}
 	page := names[from:min(from+limit, len(names))]
 	out := struct {
-		Keys  []keyView `json:"keys"`
+		Keys  []KeyView `json:"keys"`
 		Total int       `json:"total"`
 		Next  string    `json:"next,omitempty"`
-	}{Keys: make([]keyView, 0, len(page)), Total: len(names)}
+	}{Keys: make([]KeyView, 0, len(page)), Total: len(names)}
 	for _, n := range page {
-		out.Keys = append(out.Keys, s.view(r, t[n]))
+		out.Keys = append(out.Keys, s.View(r, t[n]))
 	}
 	if from+len(page) < len(names) {
 		out.Next = page[len(page)-1]
@@ -84,7 +84,7 @@ func parsePage(raw string) (limit int, after string, perr *pageError) {
 	if ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxKeysPage {
-			return 0, "", &pageError{"limit", fmt.Sprintf("limit: %q is not a whole number between 1 and %d", trunc(v), MaxKeysPage)}
+			return 0, "", &pageError{"limit", fmt.Sprintf("limit: %q is not a whole number between 1 and %d", wire.Trunc(v), MaxKeysPage)}
 		}
 		limit = n
 	}
@@ -174,7 +174,7 @@ func (s *Server) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
 		s.writeError(w, e)
 		return e.status
 	}
-	v := s.view(r, k)
+	v := s.View(r, k)
 	w.Header().Set("Location", "/v1/keys/"+req.Name)
 	s.writeJSON(w, http.StatusCreated, v)
 	return http.StatusCreated
@@ -249,14 +249,14 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request) int {
 			s.writeError(w, e)
 			return e.status
 		}
-		v := s.view(r, k)
+		v := s.View(r, k)
 		s.writeJSON(w, http.StatusOK, v)
 		return http.StatusOK
 	default:
 		k := s.lookup(name)
-		var v keyView
+		var v KeyView
 		if k != nil {
-			v = s.view(r, k)
+			v = s.View(r, k)
 		}
 		if k == nil {
 			return notFound()

@@ -317,7 +317,7 @@ func TestAttackAuth(t *testing.T) {
 		}
 	}
 	// The admin listener: everything behind the admin token.
-	for _, target := range []string{"/debug/pprof/", "/metrics", "/v1/keys", "/ui/api/state"} {
+	for _, target := range []string{"/debug/pprof/", "/metrics", "/v1/keys", "/v1/keys/order"} {
 		if w := do(f.adm, req{target: target, remote: "203.0.113.9:1"}); w.Code != 401 {
 			t.Errorf("admin listener %s without a token: %d", target, w.Code)
 		}
@@ -388,7 +388,7 @@ func TestAttackBrowserDrivesAdmin(t *testing.T) {
 		{"cross-site fetch", "POST", "/v1/keys", create, map[string]string{"Sec-Fetch-Site": "same-site"}, 403, "Sec-Fetch-Site"},
 		{"other origin", "POST", "/v1/keys", create, map[string]string{"Origin": "http://localhost:9999"}, 403, "Origin"},
 		{"DNS rebinding, list", "GET", "/v1/keys", "", map[string]string{"Host": "evil.example:8080"}, 403, "Host"},
-		{"DNS rebinding, state", "GET", "/ui/api/state", "", map[string]string{"Host": "evil.example"}, 403, "Host"},
+		{"DNS rebinding, key", "GET", "/v1/keys/order", "", map[string]string{"Host": "evil.example"}, 403, "Host"},
 		{"DNS rebinding, create", "POST", "/v1/keys", create, map[string]string{"Host": "evil.example"}, 403, "Host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -408,8 +408,8 @@ func TestAttackBrowserDrivesAdmin(t *testing.T) {
 		{"Host": "127.0.0.1:8080", "Origin": "http://127.0.0.1:8080", "Sec-Fetch-Site": "same-origin"},
 		{"Host": "[::1]:8080"},
 	} {
-		if w := do(f.h, req{target: "/ui/api/state", hdr: hdr}); w.Code != 200 {
-			t.Errorf("state with %v: %d %s", hdr, w.Code, w.Body)
+		if w := do(f.h, req{target: "/v1/keys", hdr: hdr}); w.Code != 200 {
+			t.Errorf("list with %v: %d %s", hdr, w.Code, w.Body)
 		}
 	}
 	if w := do(f.h, req{method: "POST", target: "/v1/keys", body: create, hdr: map[string]string{"Host": "localhost"}}); w.Code != 201 {

@@ -16,7 +16,7 @@ import (
 )
 
 func (s *Server) routes(mux *http.ServeMux) {
-	// The surfaces beside the core (Leaf's).
+	// The surfaces beside the core (Leaf's, the dashboard).
 	for _, sf := range s.surfaces {
 		sf.Routes(mux)
 	}
@@ -31,8 +31,6 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
 	mux.Handle("/metrics", s.metrics.handler())
-	// The dashboard (ui.go).
-	s.uiRoutes(mux)
 	mux.HandleFunc("/", s.notFound)
 }
 
@@ -67,7 +65,7 @@ func (s *Server) v1Hot(w http.ResponseWriter, r *http.Request, p string) bool {
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, apiError{status: http.StatusNotFound, code: CodeNotFound, field: "path", msg: "no such endpoint: " + strconv.Quote(trunc(r.URL.Path))})
+	s.writeError(w, apiError{status: http.StatusNotFound, code: CodeNotFound, field: "path", msg: "no such endpoint: " + strconv.Quote(wire.Trunc(r.URL.Path))})
 	s.metrics.observe(routeOther, http.StatusNotFound, 0)
 }
 
@@ -87,7 +85,7 @@ func (s *Server) methodOK(w http.ResponseWriter, r *http.Request, allowed ...str
 		allow += m
 	}
 	w.Header().Set("Allow", allow)
-	s.writeError(w, apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, field: "method", msg: "method " + strconv.Quote(trunc(r.Method)) + " is not allowed here; allowed: " + allow})
+	s.writeError(w, apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, field: "method", msg: "method " + strconv.Quote(wire.Trunc(r.Method)) + " is not allowed here; allowed: " + allow})
 	return false
 }
 
@@ -219,8 +217,8 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 		// string is refused as a missing token, not as a stray parameter.
 		if p := unknownParam(r.URL.RawQuery); p != "" {
 			k.mu.RUnlock()
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadParam, field: trunc(p),
-				msg: fmt.Sprintf("unknown query parameter %q: this route reads only count", trunc(p))})
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadParam, field: wire.Trunc(p),
+				msg: fmt.Sprintf("unknown query parameter %q: this route reads only count", wire.Trunc(p))})
 			return 0, nil, http.StatusBadRequest
 		}
 	}

@@ -9,8 +9,9 @@ import (
 // A key's view, as the admin API and the dashboard show it: part of the
 // core both surfaces read, so neither depends on the other.
 
-// keyView is a key as the admin API shows it (never its tokens).
-type keyView struct {
+// KeyView is a key as the admin API and the dashboard show it (never its
+// tokens).
+type KeyView struct {
 	Name      string            `json:"name"`
 	Strategy  string            `json:"strategy"`
 	Store     string            `json:"store,omitempty"`
@@ -28,10 +29,10 @@ type keyView struct {
 // viewReadyTimeout bounds the store round trip behind a view's "ready".
 const viewReadyTimeout = 2 * time.Second
 
-// view builds k's admin view. It holds no lock: the table is an immutable
+// View builds k's view. It holds no lock: the table is an immutable
 // snapshot, and Ready may be a store round trip.
-func (s *Server) view(r *http.Request, k *Key) keyView {
-	v := keyView{Name: k.name, Strategy: k.cfg.Strategy, Store: k.cfg.Store, Layout: k.cfg.Layout,
+func (s *Server) View(r *http.Request, k *Key) KeyView {
+	v := KeyView{Name: k.name, Strategy: k.cfg.Strategy, Store: k.cfg.Store, Layout: k.cfg.Layout,
 		Step: k.step.Load(), RateLimit: k.cfg.RateLimit, Options: redactOptions(k.cfg.Options),
 		Auth: len(k.tokens) > 0, Source: "api", Ready: true, Ranges: k.ranger != nil}
 	if k.fromConfig {

@@ -28,13 +28,12 @@ const (
 	routeGRPCRange
 	routeGRPCDecode
 	routeGRPCStream
-	routeUI
 	numRoutes
 )
 
 var routeNames = [numRoutes]string{
 	"ids", "range", "snowflake", "decode", "keys", "key", "healthz", "readyz", "other",
-	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream", "ui",
+	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream",
 }
 
 type metrics struct {
@@ -187,10 +186,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	for _, r := range c.s.env.resources() {
-		if sr, ok := r.r.(StatsReporter); ok {
+	for _, r := range c.s.env.Resources() {
+		if sr, ok := r.Resource.(StatsReporter); ok {
 			for _, st := range sr.Stats() {
-				emit(st, []string{"resource"}, r.name)
+				emit(st, []string{"resource"}, r.Name)
 			}
 		}
 	}

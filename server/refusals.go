@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -35,7 +37,7 @@ func (s *Server) issuerRefused(k *Key, err error) apiError {
 // logRefusal logs k's refusal unless one was logged less than
 // RefusalLogEvery ago, in which case it only counts it.
 func (s *Server) logRefusal(k *Key, err error) {
-	s.noteRefusal(k, err)
+	s.listRefusal(k, err)
 	now := int64(s.clk.Mono())
 	next := k.refusals.next.Load()
 	if now < next || !k.refusals.next.CompareAndSwap(next, now+int64(RefusalLogEvery)) {
@@ -44,4 +46,73 @@ func (s *Server) logRefusal(k *Key, err error) {
 	}
 	s.log.Warn("issuer refused", "key", k.name, "strategy", k.cfg.Strategy, "err", err,
 		"suppressed", k.refusals.suppressed.Swap(0), "log_every", RefusalLogEvery.String())
+}
+
+const (
+	// RefusalsKept is how many recent refusals the server lists.
+	RefusalsKept = 50
+	// refusalListEvery is how often, at most, one key's refusals enter the
+	// recent list; refusals in between are counted on the next entry.
+	refusalListEvery = time.Second
+	// refusalErrorLen bounds an error message kept in the list.
+	refusalErrorLen = 300
+)
+
+// refusalList is the ring of recent refusals. Its lock is never held
+// across I/O.
+type refusalList struct {
+	mu    sync.Mutex
+	errs  [RefusalsKept]Refusal // next is the slot written next
+	next  int
+	nerrs int
+}
+
+// Refusal is one entry of the server's list of recent refusals (the
+// dashboard shows it).
+type Refusal struct {
+	Time     time.Time `json:"time"`
+	Key      string    `json:"key"`
+	Strategy string    `json:"strategy"`
+	Code     string    `json:"code"`
+	Error    string    `json:"error"`
+	// Count is how many refusals of the key this entry stands for: this
+	// one and those since the key's previous entry.
+	Count int64 `json:"count"`
+}
+
+// listRefusal records k's refusal in the recent list, at most once per
+// refusalListEvery per key (lock-free until then: refusals come at request
+// rate while a store is down).
+func (s *Server) listRefusal(k *Key, err error) {
+	now := int64(s.clk.Mono())
+	next := k.refusals.uiNext.Load()
+	if now < next || !k.refusals.uiNext.CompareAndSwap(next, now+int64(refusalListEvery)) {
+		k.refusals.uiSuppressed.Add(1)
+		return
+	}
+	e := Refusal{Time: s.clk.Now().UTC(), Key: k.name, Strategy: k.cfg.Strategy,
+		Code: issuerError(err, k.name).code, Error: err.Error(), Count: 1 + k.refusals.uiSuppressed.Swap(0)}
+	if len(e.Error) > refusalErrorLen {
+		e.Error = strings.ToValidUTF8(e.Error[:refusalErrorLen], "") + "…"
+	}
+	u := &s.recent
+	u.mu.Lock()
+	u.errs[u.next] = e
+	u.next = (u.next + 1) % len(u.errs)
+	u.nerrs = min(u.nerrs+1, len(u.errs))
+	u.mu.Unlock()
+}
+
+// Refusals returns the recent refusals, newest first: at most
+// RefusalsKept, one entry per key per second standing for the refusals in
+// between.
+func (s *Server) Refusals() []Refusal {
+	u := &s.recent
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]Refusal, 0, u.nerrs)
+	for i := 1; i <= u.nerrs; i++ {
+		out = append(out, u.errs[(u.next-i+len(u.errs))%len(u.errs)])
+	}
+	return out
 }

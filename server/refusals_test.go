@@ -109,3 +109,21 @@ func TestRefusalsLoggedAtBoundedRate(t *testing.T) {
 		t.Fatalf("line does not carry the level and the cause: %s", got[1])
 	}
 }
+
+// TestRefusalTruncated: a long error message is cut to refusalErrorLen bytes
+// of valid UTF-8.
+func TestRefusalTruncated(t *testing.T) {
+	f := newFixture(t, nil)
+	k := f.s.lookup("order")
+	f.s.listRefusal(k, errLong(strings.Repeat("é", refusalErrorLen)))
+	e := f.s.Refusals()[0]
+	if len(e.Error) > refusalErrorLen+len("…") || !strings.HasSuffix(e.Error, "…") || !utf8Valid(e.Error) {
+		t.Fatalf("error kept as %d bytes: %q", len(e.Error), e.Error)
+	}
+}
+
+type errLong string
+
+func (e errLong) Error() string { return string(e) }
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }

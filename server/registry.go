@@ -213,27 +213,30 @@ func lookupLayout(reg *Registry, cfg *Config, name string) (Layout, error) {
 	return Layout{}, fmt.Errorf("unknown layout %q; built-in layouts: %s; or define it under layouts:", name, strings.Join(reg.Layouts(), ", "))
 }
 
-func (e *Env) resources() []namedResource {
+// Resources lists the shared resources opened so far, in the order they
+// were opened.
+func (e *Env) Resources() []NamedResource {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]namedResource, 0, len(e.order))
+	out := make([]NamedResource, 0, len(e.order))
 	for _, n := range e.order {
-		out = append(out, namedResource{n, e.res[n]})
+		out = append(out, NamedResource{n, e.res[n]})
 	}
 	return out
 }
 
-type namedResource struct {
-	name string
-	r    Resource
+// NamedResource is a shared resource and the name it was opened under.
+type NamedResource struct {
+	Name     string
+	Resource Resource
 }
 
 func (e *Env) closeAll(ctx context.Context) error {
-	rs := e.resources()
+	rs := e.Resources()
 	var errs []error
 	for i := len(rs) - 1; i >= 0; i-- {
-		if err := rs[i].r.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", rs[i].name, err))
+		if err := rs[i].Resource.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", rs[i].Name, err))
 		}
 	}
 	return errors.Join(errs...)

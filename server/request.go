@@ -94,13 +94,13 @@ func parseCount(raw string, max int) (int, error) {
 // countValue checks one count value (see parseCount).
 func countValue(v string, max int) (int, error) {
 	if v == "" || len(v) > 10 {
-		return 0, fmt.Errorf("count: %q is not a whole number between 1 and %d", trunc(v), max)
+		return 0, fmt.Errorf("count: %q is not a whole number between 1 and %d", wire.Trunc(v), max)
 	}
 	n := 0
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("count: %q is not a whole number between 1 and %d", trunc(v), max)
+			return 0, fmt.Errorf("count: %q is not a whole number between 1 and %d", wire.Trunc(v), max)
 		}
 		n = n*10 + int(c-'0')
 	}
@@ -108,12 +108,4 @@ func countValue(v string, max int) (int, error) {
 		return 0, fmt.Errorf("count: %s is out of range: must be between 1 and %d (max_count)", v, max)
 	}
 	return n, nil
-}
-
-// trunc shortens a value echoed in an error message.
-func trunc(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }

@@ -74,7 +74,7 @@ type Server struct {
 
 	adminToken []tokenHash
 	closed     atomic.Bool
-	ui         uiState // the dashboard's recent errors and rate history
+	recent     refusalList // the recent refusals (Refusals)
 }
 
 // Key is one served key: its config and issuer with the capabilities
@@ -293,10 +293,10 @@ func (s *Server) readyErr(ctx context.Context) error {
 			}
 		}
 	}
-	for _, r := range s.env.resources() {
-		if rd, ok := r.r.(Readier); ok {
+	for _, r := range s.env.Resources() {
+		if rd, ok := r.Resource.(Readier); ok {
 			if err := rd.Ready(ctx); err != nil {
-				return fmt.Errorf("%s: %w", r.name, err)
+				return fmt.Errorf("%s: %w", r.Name, err)
 			}
 		}
 	}
@@ -345,7 +345,7 @@ func (s *Server) canonical(h http.Handler) http.Handler {
 		hd[HeaderNode] = s.node
 		p := r.URL.Path
 		if !canonicalPath(p) {
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadPath, field: "path", msg: "path " + strconv.Quote(trunc(p)) + " is not in canonical form"})
+			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadPath, field: "path", msg: "path " + strconv.Quote(wire.Trunc(p)) + " is not in canonical form"})
 			return
 		}
 		if s.hot(w, r, p) {
@@ -422,12 +422,22 @@ func (s *Server) AdminHandler() http.Handler {
 		// the page cannot send the token: with an admin token they are
 		// served to anyone reaching the listener (the page then asks for
 		// the token); without one, to loopback only, like the rest.
-		if e := s.adminCheck(r); e != nil && !(len(s.adminToken) > 0 && uiPublic(r.URL.Path)) {
+		if e := s.adminCheck(r); e != nil && !(len(s.adminToken) > 0 && s.public(r.URL.Path)) {
 			s.writeError(w, *e)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// public reports whether a surface's static files hold path (Publisher).
+func (s *Server) public(path string) bool {
+	for _, sf := range s.surfaces {
+		if p, ok := sf.(Publisher); ok && p.Public(path) {
+			return true
+		}
+	}
+	return false
 }
 
 // adminCheck returns nil when r may administer: it carries the admin
@@ -460,17 +470,17 @@ func (s *Server) adminCheck(r *http.Request) *apiError {
 func browserGuard(r *http.Request) *apiError {
 	if !loopbackName(r.Host) {
 		return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Host",
-			msg: fmt.Sprintf("Host %q is not a loopback name: without admin_token, administration answers only requests addressed to localhost or a loopback address (a DNS-rebinding page sends its own name); set admin_token to administer under another name", trunc(r.Host))}
+			msg: fmt.Sprintf("Host %q is not a loopback name: without admin_token, administration answers only requests addressed to localhost or a loopback address (a DNS-rebinding page sends its own name); set admin_token to administer under another name", wire.Trunc(r.Host))}
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Sec-Fetch-Site",
-			msg: fmt.Sprintf("a %s request from a web page may not administer a server without admin_token", trunc(site))}
+			msg: fmt.Sprintf("a %s request from a web page may not administer a server without admin_token", wire.Trunc(site))}
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
 			return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Origin",
-				msg: fmt.Sprintf("Origin %q is not this server (%q): a page of another origin may not administer a server without admin_token", trunc(o), trunc(r.Host))}
+				msg: fmt.Sprintf("Origin %q is not this server (%q): a page of another origin may not administer a server without admin_token", wire.Trunc(o), wire.Trunc(r.Host))}
 		}
 	}
 	// POST is the one write a page can send cross-origin without a
@@ -479,7 +489,7 @@ func browserGuard(r *http.Request) *apiError {
 	if r.Method == http.MethodPost {
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 			return &apiError{status: http.StatusUnsupportedMediaType, code: CodeBadBody, field: "Content-Type",
-				msg: fmt.Sprintf("Content-Type %q: administration writes must send Content-Type: application/json", trunc(r.Header.Get("Content-Type")))}
+				msg: fmt.Sprintf("Content-Type %q: administration writes must send Content-Type: application/json", wire.Trunc(r.Header.Get("Content-Type")))}
 		}
 	}
 	return nil
@@ -536,9 +546,13 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 	if maxConns < 1 { // a Config that skipped SetDefaults
 		maxConns = DefaultMaxConns
 	}
-	uiCtx, stopUI := context.WithCancel(ctx)
-	defer stopUI()
-	go s.sampleUI(uiCtx)
+	runCtx, stopRunners := context.WithCancel(ctx)
+	defer stopRunners()
+	for _, sf := range s.surfaces {
+		if r, ok := sf.(Runner); ok {
+			go r.Run(runCtx)
+		}
+	}
 	httpLn := newLimitListener(l.HTTP, maxConns)
 	pub.ConnState = httpLn.ConnState
 	go func() {

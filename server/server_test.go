@@ -238,7 +238,7 @@ func TestKeyAdmin(t *testing.T) {
 	}
 
 	w = do(f.h, req{target: "/v1/keys"})
-	var list struct{ Keys []keyView }
+	var list struct{ Keys []KeyView }
 	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || len(list.Keys) != 6 || list.Keys[0].Name != "invoice" || list.Keys[0].Source != "api" || !list.Keys[0].Auth {
 		t.Fatalf("list: %d %s", w.Code, w.Body)
 	}

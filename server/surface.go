@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The core's API for the surfaces beside it: packages that serve a wire
@@ -27,6 +29,19 @@ type Surface interface {
 // NewSurface builds a surface over a server; Options.Surfaces lists them.
 type NewSurface func(*Server) Surface
 
+// A Runner is a Surface with work of its own while the server serves: Serve
+// runs it in a goroutine of its own until Serve's context ends.
+type Runner interface {
+	Run(ctx context.Context)
+}
+
+// A Publisher is a Surface whose static files hold no data: with an admin
+// token configured, the admin listener serves the paths for which Public
+// is true to any client (a browser loading a page cannot send the token).
+type Publisher interface {
+	Public(path string) bool
+}
+
 // Env is what the server gives its strategies and surfaces: the clock, the
 // logger, the config, the registry and the shared resources (closed with
 // the server).
@@ -37,6 +52,20 @@ func (s *Server) Closed() bool { return s.closed.Load() }
 
 // Lookup returns the served key called name, or nil.
 func (s *Server) Lookup(name string) *Key { return s.lookup(name) }
+
+// Table is the key table as it is now, by name. It is never changed (a
+// new key or a deletion swaps in another table): read it, never write it.
+func (s *Server) Table() map[string]*Key { return s.table() }
+
+// WriteJSON answers status with v as JSON, as the native API does.
+func (s *Server) WriteJSON(w http.ResponseWriter, status int, v any) { s.writeJSON(w, status, v) }
+
+// WriteError answers status with the native API's error body
+// {"error":{"code":...,"message":...,"field":...}}; every 429 and 503
+// says Retry-After: 1.
+func (s *Server) WriteError(w http.ResponseWriter, status int, code, field, msg string) {
+	s.writeError(w, apiError{status: status, code: code, field: field, msg: msg})
+}
 
 // Route returns the request metrics of the route called name (its
 // label in idmint_http_requests_total and the latency histogram). Call it
@@ -127,6 +156,20 @@ func (k *Key) Release() { k.mu.RUnlock() }
 
 // Issued counts n IDs handed out.
 func (k *Key) Issued(n int) { k.issued.Add(float64(n)) }
+
+// IssuedTotal is how many IDs the key has handed out (its
+// idmint_ids_issued_total); 0 for a key that hides its volume.
+func (k *Key) IssuedTotal() int64 {
+	var m dto.Metric
+	if k.hides || k.issued == nil || k.issued.Write(&m) != nil {
+		return 0
+	}
+	return int64(m.GetCounter().GetValue())
+}
+
+// HidesVolume reports whether the key's IDs exist to hide how many were
+// issued (order numbers): no metric, view or chart counts them.
+func (k *Key) HidesVolume() bool { return k.hides }
 
 // Retire closes the key's issuer after its last Hold ends (or when ctx
 // does). For keys a surface adopted; the server retires its own.

@@ -14,11 +14,13 @@ import (
 	"testing"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/leaf"
 )
 
-// surfaces are what cmd/idmint serves beside the native API: Leaf's.
-var surfaces = []server.NewSurface{leaf.New}
+// surfaces are what cmd/idmint serves beside the native API: Leaf's and
+// the dashboard.
+var surfaces = []server.NewSurface{leaf.New, dashboard.New}
 
 func newServer(t testing.TB, keys map[string]server.KeyConfig) (*server.Server, http.Handler) {
 	t.Helper()

@@ -89,6 +89,11 @@ func (c *Counter) StoreRow(ctx context.Context) (server.StoreRow, error) {
 	return server.StoreRow{Key: c.Name, MaxID: c.Next.Load() + c.Step.Load(), Step: c.Step.Load(), UpdateTime: time.Unix(0, 0).UTC()}, nil
 }
 
+// Stats reports the step as segment_step.
+func (c *Counter) Stats() []server.Stat {
+	return []server.Stat{{Name: "segment_step", Help: "step", Value: float64(c.Step.Load())}}
+}
+
 // Close makes every later NextInt64s fail.
 func (c *Counter) Close(ctx context.Context) error { c.Closed.Store(true); return nil }
 

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"context"
@@ -8,11 +8,29 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/internal/reqtest"
+	"github.com/idmint/idmint/server/internal/servertest"
 )
+
+// fixture is a server with the dashboard over servertest's keys, and the
+// dashboard's surface.
+type fixture struct {
+	*servertest.Fixture
+	d *surface
+}
+
+func newFixture(t testing.TB, mutate func(*server.Config)) *fixture {
+	t.Helper()
+	var d *surface
+	f := servertest.New(t, mutate, func(s *server.Server) server.Surface { d = New(s).(*surface); return d })
+	return &fixture{f, d}
+}
 
 func getUIState(t *testing.T, h http.Handler, hdr map[string]string) UIState {
 	t.Helper()
-	w := do(h, req{target: "/ui/api/state", hdr: hdr})
+	w := reqtest.Do(h, reqtest.Req{Target: "/ui/api/state", Hdr: hdr})
 	if w.Code != http.StatusOK {
 		t.Fatalf("GET /ui/api/state = %d: %s", w.Code, w.Body)
 	}
@@ -46,7 +64,7 @@ func TestUIPageEmbedded(t *testing.T) {
 		{"/ui/app.css", "text/css; charset=utf-8", "svg.spark"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			w := do(f.h, req{target: tc.path})
+			w := reqtest.Do(f.H, reqtest.Req{Target: tc.path})
 			if w.Code != http.StatusOK {
 				t.Fatalf("GET %s = %d: %s", tc.path, w.Code, w.Body)
 			}
@@ -68,7 +86,7 @@ func TestUIPageEmbedded(t *testing.T) {
 	// the whole page stays light enough for a phone.
 	total := 0
 	for _, name := range []string{"index.html", "app.js", "app.css"} {
-		w := do(f.h, req{target: "/ui/" + name})
+		w := reqtest.Do(f.H, reqtest.Req{Target: "/ui/" + name})
 		total += w.Body.Len()
 		if strings.Contains(w.Body.String(), "http://") && !strings.Contains(w.Body.String(), "http://www.w3.org/2000/svg") || strings.Contains(w.Body.String(), "https://") {
 			t.Errorf("/ui/%s names another site", name)
@@ -77,11 +95,11 @@ func TestUIPageEmbedded(t *testing.T) {
 	if total > 32<<10 {
 		t.Errorf("the page weighs %d bytes; keep it under 32 KiB", total)
 	}
-	wantError(t, do(f.h, req{target: "/ui/nothing.js"}), http.StatusNotFound, CodeNotFound, "path")
-	wantError(t, do(f.h, req{target: "/ui/api/other"}), http.StatusNotFound, CodeNotFound, "path")
-	wantError(t, do(f.h, req{method: http.MethodPost, target: "/ui"}), http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method")
-	wantError(t, do(f.h, req{method: http.MethodPost, target: "/ui/api/state"}), http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method")
-	if w := do(f.h, req{method: http.MethodHead, target: "/ui"}); w.Code != http.StatusOK || w.Body.Len() != 0 {
+	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/ui/nothing.js"}), http.StatusNotFound, server.CodeNotFound, "path")
+	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/ui/api/other"}), http.StatusNotFound, server.CodeNotFound, "path")
+	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Method: http.MethodPost, Target: "/ui"}), http.StatusMethodNotAllowed, server.CodeMethodNotAllowed, "method")
+	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Method: http.MethodPost, Target: "/ui/api/state"}), http.StatusMethodNotAllowed, server.CodeMethodNotAllowed, "method")
+	if w := reqtest.Do(f.H, reqtest.Req{Method: http.MethodHead, Target: "/ui"}); w.Code != http.StatusOK || w.Body.Len() != 0 {
 		t.Fatalf("HEAD /ui = %d with %d bytes", w.Code, w.Body.Len())
 	}
 }
@@ -91,30 +109,36 @@ func TestUIPageEmbedded(t *testing.T) {
 // token (a browser cannot send it), which only the state needs.
 func TestUIStateAdminOnly(t *testing.T) {
 	t.Run("token", func(t *testing.T) {
-		f := newFixture(t, func(c *Config) { c.AdminToken = adminTok })
-		for name, h := range map[string]http.Handler{"public": f.h, "admin": f.adm} {
-			wantError(t, do(h, req{target: "/ui/api/state"}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
-			wantError(t, do(h, req{target: "/ui/api/state", hdr: bearerHdr(keyTok)}), http.StatusForbidden, CodeForbidden, "Authorization")
-			wantError(t, do(h, req{target: "/ui/api/state?token=" + adminTok}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
-			if st := getUIState(t, h, bearerHdr(adminTok)); len(st.Keys) != 5 {
+		f := newFixture(t, func(c *server.Config) { c.AdminToken = servertest.AdminToken })
+		for name, h := range map[string]http.Handler{"public": f.H, "admin": f.Adm} {
+			reqtest.WantError(t, reqtest.Do(h, reqtest.Req{Target: "/ui/api/state"}), http.StatusUnauthorized, server.CodeUnauthorized, "Authorization")
+			reqtest.WantError(t, reqtest.Do(h, reqtest.Req{Target: "/ui/api/state", Hdr: reqtest.Bearer(servertest.KeyToken)}), http.StatusForbidden, server.CodeForbidden, "Authorization")
+			reqtest.WantError(t, reqtest.Do(h, reqtest.Req{Target: "/ui/api/state?token=" + servertest.AdminToken}), http.StatusUnauthorized, server.CodeUnauthorized, "Authorization")
+			if st := getUIState(t, h, reqtest.Bearer(servertest.AdminToken)); len(st.Keys) != 5 {
 				t.Fatalf("%s: %d keys, want 5", name, len(st.Keys))
 			}
-			if w := do(h, req{target: "/ui", remote: "192.0.2.7:5000"}); w.Code != http.StatusOK {
+			if w := reqtest.Do(h, reqtest.Req{Target: "/ui", Remote: "192.0.2.7:5000"}); w.Code != http.StatusOK {
 				t.Fatalf("%s: GET /ui from afar = %d, want 200 (the page holds no data)", name, w.Code)
 			}
 		}
 		// The exemption covers the static files only.
-		wantError(t, do(f.adm, req{target: "/metrics"}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
-		wantError(t, do(f.adm, req{target: "/ui/api/state/"}), http.StatusUnauthorized, CodeUnauthorized, "Authorization")
+		reqtest.WantError(t, reqtest.Do(f.Adm, reqtest.Req{Target: "/metrics"}), http.StatusUnauthorized, server.CodeUnauthorized, "Authorization")
+		reqtest.WantError(t, reqtest.Do(f.Adm, reqtest.Req{Target: "/ui/api/state/"}), http.StatusUnauthorized, server.CodeUnauthorized, "Authorization")
 	})
 	t.Run("loopback", func(t *testing.T) {
 		f := newFixture(t, nil)
-		for _, h := range []http.Handler{f.h, f.adm} {
+		for _, h := range []http.Handler{f.H, f.Adm} {
 			getUIState(t, h, nil)
-			wantError(t, do(h, req{target: "/ui/api/state", remote: "192.0.2.7:5000"}), http.StatusForbidden, CodeForbidden, "Authorization")
+			reqtest.WantError(t, reqtest.Do(h, reqtest.Req{Target: "/ui/api/state", Remote: "192.0.2.7:5000"}), http.StatusForbidden, server.CodeForbidden, "Authorization")
 		}
+		// A page the operator's browser loads may not read the state: a
+		// DNS-rebinding name, another origin.
+		wantHost := reqtest.Do(f.H, reqtest.Req{Target: "/ui/api/state", Hdr: map[string]string{"Host": "evil.example"}})
+		reqtest.WantError(t, wantHost, http.StatusForbidden, server.CodeForbidden, "Host")
+		reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/ui/api/state", Hdr: map[string]string{"Origin": "http://localhost:9999"}}), http.StatusForbidden, server.CodeForbidden, "Origin")
+		getUIState(t, f.H, map[string]string{"Host": "[::1]:8080", "Origin": "http://[::1]:8080", "Sec-Fetch-Site": "same-origin"})
 		// Without a token the admin listener answers loopback only, the page too.
-		wantError(t, do(f.adm, req{target: "/ui", remote: "192.0.2.7:5000"}), http.StatusForbidden, CodeForbidden, "Authorization")
+		reqtest.WantError(t, reqtest.Do(f.Adm, reqtest.Req{Target: "/ui", Remote: "192.0.2.7:5000"}), http.StatusForbidden, server.CodeForbidden, "Authorization")
 	})
 }
 
@@ -122,11 +146,11 @@ func TestUIStateAdminOnly(t *testing.T) {
 // count and the segment buffer move when IDs are issued; tokens and
 // secret options never appear.
 func TestUIStateFigures(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
-		c.Keys["order"] = KeyConfig{Strategy: "counter", Step: 2000, Options: map[string]string{"secret": "s3cr3t-value"}}
+	f := newFixture(t, func(c *server.Config) {
+		c.Keys["order"] = server.KeyConfig{Strategy: "counter", Step: 2000, Options: map[string]string{"secret": "s3cr3t-value"}}
 	})
-	st := getUIState(t, f.h, nil)
-	if st.SampleEvery != UISampleEvery.Milliseconds() || st.SamplesKept != UISamplesKept || !st.Now.Equal(f.clk.Now()) {
+	st := getUIState(t, f.H, nil)
+	if st.SampleEvery != UISampleEvery.Milliseconds() || st.SamplesKept != UISamplesKept || !st.Now.Equal(f.Clk.Now()) {
 		t.Fatalf("sample_every_ms %d, now %v", st.SampleEvery, st.Now)
 	}
 	if strings.Join(st.Strategies, ",") != "counter,snowflake,text" {
@@ -143,11 +167,11 @@ func TestUIStateFigures(t *testing.T) {
 	if o.Issued != 0 || !o.Ready || o.Step != 2000 || o.Segment == nil || o.Stats["segment_step"] != 2000 {
 		t.Fatalf("order before issuing: %+v", o)
 	}
-	if w := do(f.h, req{target: "/v1/keys/order/ids?count=250"}); w.Code != http.StatusOK {
+	if w := reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids?count=250"}); w.Code != http.StatusOK {
 		t.Fatalf("ids: %d %s", w.Code, w.Body)
 	}
-	do(f.h, req{target: "/v1/keys/order/ids"})
-	st = getUIState(t, f.h, nil)
+	reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids"})
+	st = getUIState(t, f.H, nil)
 	o2 := uiKeyOf(t, st, "order")
 	if o2.Issued != 251 {
 		t.Fatalf("issued = %d after 251 IDs", o2.Issued)
@@ -155,8 +179,8 @@ func TestUIStateFigures(t *testing.T) {
 	if sl := o2.Segment.Slots[0]; sl.Value != 251 || sl.Max != 2251 || sl.Step != 2000 || sl.Fill != 1 {
 		t.Fatalf("slot 0 = %+v", sl)
 	}
-	body := do(f.h, req{target: "/ui/api/state"}).Body.String()
-	for _, secret := range []string{keyTok, "s3cr3t-value"} {
+	body := reqtest.Do(f.H, reqtest.Req{Target: "/ui/api/state"}).Body.String()
+	for _, secret := range []string{servertest.KeyToken, "s3cr3t-value"} {
 		if strings.Contains(body, secret) {
 			t.Fatalf("state shows %q", secret)
 		}
@@ -168,28 +192,28 @@ func TestUIStateFigures(t *testing.T) {
 // key's samples go with it.
 func TestUIHistory(t *testing.T) {
 	f := newFixture(t, nil)
-	if w := do(f.h, req{method: http.MethodPost, target: "/v1/keys", body: `{"name":"tmp","strategy":"counter"}`}); w.Code != http.StatusCreated {
+	if w := reqtest.Do(f.H, reqtest.Req{Method: http.MethodPost, Target: "/v1/keys", Body: `{"name":"tmp","strategy":"counter"}`}); w.Code != http.StatusCreated {
 		t.Fatalf("create: %d %s", w.Code, w.Body)
 	}
-	st := getUIState(t, f.h, nil)
-	if h := uiKeyOf(t, st, "order").History; len(h) != 1 || h[0] != [2]int64{f.clk.Now().UnixMilli(), 0} {
+	st := getUIState(t, f.H, nil)
+	if h := uiKeyOf(t, st, "order").History; len(h) != 1 || h[0] != [2]int64{f.Clk.Now().UnixMilli(), 0} {
 		t.Fatalf("first history = %v", h)
 	}
-	do(f.h, req{target: "/v1/keys/order/ids?count=10"})
-	f.clk.Advance(UISampleEvery - time.Millisecond)
-	if h := uiKeyOf(t, getUIState(t, f.h, nil), "order").History; len(h) != 1 {
+	reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids?count=10"})
+	f.Clk.Advance(UISampleEvery - time.Millisecond)
+	if h := uiKeyOf(t, getUIState(t, f.H, nil), "order").History; len(h) != 1 {
 		t.Fatalf("sampled again before UISampleEvery: %v", h)
 	}
-	f.clk.Advance(time.Millisecond)
-	if h := uiKeyOf(t, getUIState(t, f.h, nil), "order").History; len(h) != 2 || h[1] != [2]int64{f.clk.Now().UnixMilli(), 10} {
+	f.Clk.Advance(time.Millisecond)
+	if h := uiKeyOf(t, getUIState(t, f.H, nil), "order").History; len(h) != 2 || h[1] != [2]int64{f.Clk.Now().UnixMilli(), 10} {
 		t.Fatalf("history after UISampleEvery = %v", h)
 	}
 	for range UISamplesKept + 5 {
-		do(f.h, req{target: "/v1/keys/order/ids?count=1"})
-		f.clk.Advance(UISampleEvery)
-		getUIState(t, f.h, nil)
+		reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids?count=1"})
+		f.Clk.Advance(UISampleEvery)
+		getUIState(t, f.H, nil)
 	}
-	h := uiKeyOf(t, getUIState(t, f.h, nil), "order").History
+	h := uiKeyOf(t, getUIState(t, f.H, nil), "order").History
 	if len(h) != UISamplesKept {
 		t.Fatalf("%d samples kept, want %d", len(h), UISamplesKept)
 	}
@@ -198,16 +222,16 @@ func TestUIHistory(t *testing.T) {
 			t.Fatalf("samples out of order at %d: %v", i, h[i-1:i+1])
 		}
 	}
-	if last := h[len(h)-1]; last[0] != f.clk.Now().UnixMilli() || last[1] != 10+UISamplesKept+5 {
+	if last := h[len(h)-1]; last[0] != f.Clk.Now().UnixMilli() || last[1] != 10+UISamplesKept+5 {
 		t.Fatalf("newest sample = %v", last)
 	}
-	if w := do(f.h, req{method: http.MethodDelete, target: "/v1/keys/tmp"}); w.Code != http.StatusNoContent {
+	if w := reqtest.Do(f.H, reqtest.Req{Method: http.MethodDelete, Target: "/v1/keys/tmp"}); w.Code != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", w.Code, w.Body)
 	}
-	getUIState(t, f.h, nil)
-	f.s.ui.mu.Lock()
-	_, kept := f.s.ui.samples["tmp"]
-	f.s.ui.mu.Unlock()
+	getUIState(t, f.H, nil)
+	f.d.ui.mu.Lock()
+	_, kept := f.d.ui.samples["tmp"]
+	f.d.ui.mu.Unlock()
 	if kept {
 		t.Fatal("samples of a deleted key kept")
 	}
@@ -215,41 +239,41 @@ func TestUIHistory(t *testing.T) {
 
 // TestUIRecentErrors: refusals from every route enter the list newest
 // first, one entry per key per second standing for the refusals in
-// between, and the list keeps the last UIErrorsKept.
+// between, and the list keeps the last server.RefusalsKept.
 func TestUIRecentErrors(t *testing.T) {
 	f := newFixture(t, nil)
-	if st := getUIState(t, f.h, nil); len(st.Errors) != 0 {
+	if st := getUIState(t, f.H, nil); len(st.Errors) != 0 {
 		t.Fatalf("errors before any refusal: %v", st.Errors)
 	}
-	f.cs.get("order").fail.Store(true)
+	f.Cs.Get("order").Fail.Store(true)
 	for range 5 {
-		do(f.h, req{target: "/v1/keys/order/ids"})
+		reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids"})
 	}
-	do(f.h, req{target: "/v1/keys/order/range"}) // every route refuses (Leaf's: server/leaf)
-	st := getUIState(t, f.h, nil)
+	reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/range"}) // every route refuses (Leaf's: server/leaf)
+	st := getUIState(t, f.H, nil)
 	if len(st.Errors) != 1 {
 		t.Fatalf("errors = %+v, want 1 entry in the first second", st.Errors)
 	}
 	e := st.Errors[0]
-	if e.Key != "order" || e.Strategy != "counter" || e.Code != CodeUnavailable || e.Error != "counter: store unavailable" || e.Count != 1 || !e.Time.Equal(f.clk.Now()) {
+	if e.Key != "order" || e.Strategy != "counter" || e.Code != server.CodeUnavailable || e.Error != "counter: store unavailable" || e.Count != 1 || !e.Time.Equal(f.Clk.Now()) {
 		t.Fatalf("entry = %+v", e)
 	}
-	f.clk.Advance(time.Second)
-	do(f.h, req{target: "/v1/keys/order/ids"})
-	st = getUIState(t, f.h, nil)
+	f.Clk.Advance(time.Second)
+	reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids"})
+	st = getUIState(t, f.H, nil)
 	if len(st.Errors) != 2 || st.Errors[0].Count != 6 || !st.Errors[0].Time.After(st.Errors[1].Time) {
 		t.Fatalf("errors = %+v, want the newest first standing for 6 refusals", st.Errors)
 	}
-	for range UIErrorsKept + 3 {
-		f.clk.Advance(time.Second)
-		do(f.h, req{target: "/v1/keys/order/ids"})
+	for range server.RefusalsKept + 3 {
+		f.Clk.Advance(time.Second)
+		reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids"})
 	}
-	st = getUIState(t, f.h, nil)
-	if len(st.Errors) != UIErrorsKept {
-		t.Fatalf("%d errors kept, want %d", len(st.Errors), UIErrorsKept)
+	st = getUIState(t, f.H, nil)
+	if len(st.Errors) != server.RefusalsKept {
+		t.Fatalf("%d errors kept, want %d", len(st.Errors), server.RefusalsKept)
 	}
-	if !st.Errors[0].Time.Equal(f.clk.Now()) {
-		t.Fatalf("newest entry at %v, want %v", st.Errors[0].Time, f.clk.Now())
+	if !st.Errors[0].Time.Equal(f.Clk.Now()) {
+		t.Fatalf("newest entry at %v, want %v", st.Errors[0].Time, f.Clk.Now())
 	}
 	for i := 1; i < len(st.Errors); i++ {
 		if !st.Errors[i].Time.Before(st.Errors[i-1].Time) {
@@ -258,35 +282,17 @@ func TestUIRecentErrors(t *testing.T) {
 	}
 }
 
-// TestUIErrorTruncated: a long error message is cut to uiErrorLen bytes
-// of valid UTF-8.
-func TestUIErrorTruncated(t *testing.T) {
-	f := newFixture(t, nil)
-	k := f.s.lookup("order")
-	f.s.noteRefusal(k, errLong(strings.Repeat("é", uiErrorLen)))
-	e := f.s.ui.recentErrors()[0]
-	if len(e.Error) > uiErrorLen+len("…") || !strings.HasSuffix(e.Error, "…") || !utf8Valid(e.Error) {
-		t.Fatalf("error kept as %d bytes: %q", len(e.Error), e.Error)
-	}
-}
-
-type errLong string
-
-func (e errLong) Error() string { return string(e) }
-
-func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
-
 // The dashboard's state holds at most UIMaxKeys keys (or ?limit=N), by
 // name, filtered by ?filter=, and says how many there are.
 func TestUIStateBounded(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
+	f := newFixture(t, func(c *server.Config) {
 		for i := 0; i < UIMaxKeys+50; i++ {
-			c.Keys[fmt.Sprintf("bulk%03d", i)] = KeyConfig{Strategy: "counter"}
+			c.Keys[fmt.Sprintf("bulk%03d", i)] = server.KeyConfig{Strategy: "counter"}
 		}
 	})
 	state := func(q string) UIState {
 		t.Helper()
-		w := do(f.h, req{target: "/ui/api/state" + q})
+		w := reqtest.Do(f.H, reqtest.Req{Target: "/ui/api/state" + q})
 		if w.Code != http.StatusOK {
 			t.Fatalf("%s: %d %s", q, w.Code, w.Body)
 		}
@@ -311,7 +317,7 @@ func TestUIStateBounded(t *testing.T) {
 		t.Fatalf("limit 1000: %d keys, want %d", len(st.Keys), total)
 	}
 	for _, bad := range []struct{ q, field string }{{"?limit=0", "limit"}, {"?limit=99999", "limit"}, {"?filter=" + strings.Repeat("x", 129), "filter"}} {
-		wantError(t, do(f.h, req{target: "/ui/api/state" + bad.q}), 400, CodeBadPage, bad.field)
+		reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/ui/api/state" + bad.q}), 400, server.CodeBadPage, bad.field)
 	}
 }
 
@@ -325,30 +331,30 @@ func TestUISampledFromStart(t *testing.T) {
 	done := make(chan struct{})
 	// Counted before the sampler starts: counted after, a sampler already
 	// asleep was in the count, and the wait for one more never ended.
-	sleepers := f.clk.Sleepers()
-	go func() { f.s.sampleUI(ctx); close(done) }()
+	sleepers := f.Clk.Sleepers()
+	go func() { f.d.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	samples := func() [][2]int64 {
-		f.s.ui.mu.Lock()
-		defer f.s.ui.mu.Unlock()
-		if r := f.s.ui.samples["order"]; r != nil {
+		f.d.ui.mu.Lock()
+		defer f.d.ui.mu.Unlock()
+		if r := f.d.ui.samples["order"]; r != nil {
 			return r.list()
 		}
 		return nil
 	}
 	for i := 1; i <= 3; i++ {
-		if err := f.clk.WaitForSleepers(wait, sleepers+1); err != nil {
+		if err := f.Clk.WaitForSleepers(wait, sleepers+1); err != nil {
 			t.Fatalf("the sampler did not wait for its sample %d: %v", i, err)
 		}
 		if n := len(samples()); n != i {
 			t.Fatalf("the sampler is waiting with %d samples taken, want %d", n, i)
 		}
-		do(f.h, req{target: "/v1/keys/order/ids?count=5"})
-		f.clk.Advance(UISampleEvery)
+		reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys/order/ids?count=5"})
+		f.Clk.Advance(UISampleEvery)
 	}
-	if err := f.clk.WaitForSleepers(wait, sleepers+1); err != nil {
+	if err := f.Clk.WaitForSleepers(wait, sleepers+1); err != nil {
 		t.Fatalf("the sampler did not take its last sample: %v", err)
 	}
 	h := samples()

@@ -1,19 +1,24 @@
-package server
+// Package dashboard serves idmint's dashboard, a surface beside the
+// server's core: the page at /ui and the state it polls at /ui/api/state.
+// cmd/idmint adds it to every server it runs
+// (server.Options.Surfaces: dashboard.New).
+package dashboard
 
 import (
 	"context"
 	"embed"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/internal/wire"
 )
 
@@ -37,30 +42,19 @@ var uiAssets = func() fs.FS {
 }()
 
 const (
-	// UIErrorsKept is how many recent refusals the dashboard lists.
-	UIErrorsKept = 50
 	// UISampleEvery is the least time between two samples of a key's
 	// issued count (the rate chart's resolution).
 	UISampleEvery = 5 * time.Second
 	// UISamplesKept is how many samples of each key are kept: 6 minutes
 	// at UISampleEvery.
 	UISamplesKept = 72
-	// uiRefusalEvery is how often, at most, one key's refusals enter the
-	// recent-errors list; refusals in between are counted on the next
-	// entry.
-	uiRefusalEvery = time.Second
-	// uiErrorLen bounds an error message kept for the dashboard.
-	uiErrorLen = 300
 )
 
 // uiState is what the dashboard needs that the server does not otherwise
-// keep: recent refusals and the history of each key's issued count. Its
-// lock is never held across I/O.
+// keep: the history of each key's issued count. Its lock is never held
+// across I/O.
 type uiState struct {
 	mu      sync.Mutex
-	errs    [UIErrorsKept]UIError // ring; next is the slot written next
-	next    int
-	nerrs   int
 	samples map[string]*uiRing
 	sampled time.Duration // Mono of the last sample
 	any     bool          // a sample was taken
@@ -91,52 +85,6 @@ func (r *uiRing) list() [][2]int64 {
 	out := make([][2]int64, 0, r.n)
 	for i := range r.n {
 		out = append(out, r.s[(r.next-r.n+i+len(r.s))%len(r.s)])
-	}
-	return out
-}
-
-// UIError is one refusal in the dashboard's recent-errors list.
-type UIError struct {
-	Time     time.Time `json:"time"`
-	Key      string    `json:"key"`
-	Strategy string    `json:"strategy"`
-	Code     string    `json:"code"`
-	Error    string    `json:"error"`
-	// Count is how many refusals of the key this entry stands for: this
-	// one and those since the key's previous entry.
-	Count int64 `json:"count"`
-}
-
-// noteRefusal records k's refusal for the dashboard, at most once per
-// uiRefusalEvery per key (lock-free until then: refusals come at request
-// rate while a store is down).
-func (s *Server) noteRefusal(k *Key, err error) {
-	now := int64(s.clk.Mono())
-	next := k.refusals.uiNext.Load()
-	if now < next || !k.refusals.uiNext.CompareAndSwap(next, now+int64(uiRefusalEvery)) {
-		k.refusals.uiSuppressed.Add(1)
-		return
-	}
-	e := UIError{Time: s.clk.Now().UTC(), Key: k.name, Strategy: k.cfg.Strategy,
-		Code: issuerError(err, k.name).code, Error: err.Error(), Count: 1 + k.refusals.uiSuppressed.Swap(0)}
-	if len(e.Error) > uiErrorLen {
-		e.Error = strings.ToValidUTF8(e.Error[:uiErrorLen], "") + "…"
-	}
-	u := &s.ui
-	u.mu.Lock()
-	u.errs[u.next] = e
-	u.next = (u.next + 1) % len(u.errs)
-	u.nerrs = min(u.nerrs+1, len(u.errs))
-	u.mu.Unlock()
-}
-
-// recentErrors returns the recorded refusals, newest first.
-func (u *uiState) recentErrors() []UIError {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	out := make([]UIError, 0, u.nerrs)
-	for i := 1; i <= u.nerrs; i++ {
-		out = append(out, u.errs[(u.next-i+len(u.errs))%len(u.errs)])
 	}
 	return out
 }
@@ -179,10 +127,10 @@ func (u *uiState) history(mono time.Duration, nowMs int64, issued map[string]int
 
 // UIState is the answer of GET /ui/api/state.
 type UIState struct {
-	Now       time.Time    `json:"now"`
-	Keys      []UIKey      `json:"keys"`
-	Resources []UIResource `json:"resources"`
-	Errors    []UIError    `json:"errors"`
+	Now       time.Time        `json:"now"`
+	Keys      []UIKey          `json:"keys"`
+	Resources []UIResource     `json:"resources"`
+	Errors    []server.Refusal `json:"errors"`
 	// SampleEvery is UISampleEvery in milliseconds.
 	SampleEvery int64 `json:"sample_every_ms"`
 	// SamplesKept is UISamplesKept: the chart's window is SampleEvery
@@ -212,7 +160,7 @@ const (
 // issued (with the samples behind the rate chart) and its figures, the
 // same as /metrics shows.
 type UIKey struct {
-	keyView
+	server.KeyView
 	Issued  int64      `json:"issued"`
 	History [][2]int64 `json:"history"` // [unix ms, issued], oldest first
 	// VolumeHidden is set for keys whose IDs exist to hide how many were
@@ -248,7 +196,7 @@ type UIResource struct {
 	Stats map[string]float64 `json:"stats,omitempty"`
 }
 
-func statMap(st []Stat) map[string]float64 {
+func statMap(st []server.Stat) map[string]float64 {
 	if len(st) == 0 {
 		return nil
 	}
@@ -259,28 +207,33 @@ func statMap(st []Stat) map[string]float64 {
 	return m
 }
 
-// issuedCount reads a key's idmint_ids_issued_total; 0 for a key that
-// hides its volume (the one rule: key.hides, which /metrics, the request
-// metrics and the dashboard all follow).
-func issuedCount(k *Key) int64 {
-	var m dto.Metric
-	if k.hides || k.issued == nil || k.issued.Write(&m) != nil {
-		return 0
-	}
-	return int64(m.GetCounter().GetValue())
+// surface is the dashboard over one server.
+type surface struct {
+	s     *server.Server
+	env   *server.Env
+	route *server.Route
+	ui    uiState
 }
 
-// uiRoutes adds the dashboard's routes.
-func (s *Server) uiRoutes(mux *http.ServeMux) {
+// New builds the dashboard's surface over s (a server.NewSurface).
+func New(s *server.Server) server.Surface {
+	return &surface{s: s, env: s.Env(), route: s.Route("ui")}
+}
+
+// Hot serves nothing: the dashboard has no ID route.
+func (s *surface) Hot(http.ResponseWriter, *http.Request, string) bool { return false }
+
+// Routes adds the dashboard's routes.
+func (s *surface) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("/ui", s.uiPage)
 	mux.HandleFunc("/ui/", s.uiPage)
 	mux.HandleFunc("/ui/api/state", s.uiStateHTTP)
 }
 
-// uiPublic reports whether path is one of the dashboard's static files,
+// Public reports whether path is one of the dashboard's static files,
 // which the admin listener serves without the admin token: a browser
 // cannot send it when it loads a page, and the files hold no data.
-func uiPublic(path string) bool {
+func (s *surface) Public(path string) bool {
 	return path == "/ui" || (strings.HasPrefix(path, "/ui/") && !strings.HasPrefix(path, "/ui/api/"))
 }
 
@@ -295,14 +248,14 @@ var uiHeaders = map[string][]string{
 }
 
 // uiPage serves the embedded page and its assets.
-func (s *Server) uiPage(w http.ResponseWriter, r *http.Request) {
-	start := s.clk.Mono()
+func (s *surface) uiPage(w http.ResponseWriter, r *http.Request) {
+	start := s.env.Clock.Mono()
 	st := s.serveUIPage(w, r)
-	s.metrics.observe(routeUI, st, s.clk.Mono()-start)
+	s.route.Observe(st, s.env.Clock.Mono()-start)
 }
 
-func (s *Server) serveUIPage(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet) {
+func (s *surface) serveUIPage(w http.ResponseWriter, r *http.Request) int {
+	if !s.s.MethodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
 	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/ui"), "/")
@@ -311,7 +264,7 @@ func (s *Server) serveUIPage(w http.ResponseWriter, r *http.Request) int {
 	}
 	b, err := fs.ReadFile(uiAssets, name)
 	if err != nil || strings.HasPrefix(name, "api/") {
-		s.writeError(w, apiError{status: http.StatusNotFound, code: CodeNotFound, field: "path", msg: "no such endpoint: " + strconv.Quote(trunc(r.URL.Path))})
+		s.s.WriteError(w, http.StatusNotFound, server.CodeNotFound, "path", "no such endpoint: "+strconv.Quote(wire.Trunc(r.URL.Path)))
 		return http.StatusNotFound
 	}
 	h := w.Header()
@@ -342,19 +295,18 @@ func uiContentType(name string) string {
 }
 
 // uiStateHTTP serves GET /ui/api/state to admin clients.
-func (s *Server) uiStateHTTP(w http.ResponseWriter, r *http.Request) {
-	start := s.clk.Mono()
+func (s *surface) uiStateHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.env.Clock.Mono()
 	st := s.serveUIState(w, r)
-	s.metrics.observe(routeUI, st, s.clk.Mono()-start)
+	s.route.Observe(st, s.env.Clock.Mono()-start)
 }
 
-func (s *Server) serveUIState(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet) {
+func (s *surface) serveUIState(w http.ResponseWriter, r *http.Request) int {
+	if !s.s.MethodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
-	if e := s.adminCheck(r); e != nil {
-		s.writeError(w, *e)
-		return e.status
+	if st := s.s.CheckAdmin(w, r); st != 0 {
+		return st
 	}
 	for n, v := range uiHeaders {
 		w.Header()[n] = v
@@ -364,30 +316,28 @@ func (s *Server) serveUIState(w http.ResponseWriter, r *http.Request) int {
 		err = fmt.Errorf("filter: %d bytes, at most %d", len(filter), uiMaxFilter)
 	}
 	if err != nil {
-		e := apiError{status: http.StatusBadRequest, code: CodeBadPage, field: "filter", msg: err.Error()}
-		s.writeError(w, e)
-		return e.status
+		s.s.WriteError(w, http.StatusBadRequest, server.CodeBadPage, "filter", err.Error())
+		return http.StatusBadRequest
 	}
 	limit := UIMaxKeys
 	if v, ok, err := wire.QueryValue(r.URL.RawQuery, "limit"); err != nil || ok {
 		n, perr := strconv.Atoi(v)
 		if err != nil || perr != nil || n < 1 || n > UIMaxKeysLimit {
-			e := apiError{status: http.StatusBadRequest, code: CodeBadPage, field: "limit", msg: fmt.Sprintf("limit: %q is not a whole number between 1 and %d", trunc(v), UIMaxKeysLimit)}
-			s.writeError(w, e)
-			return e.status
+			s.s.WriteError(w, http.StatusBadRequest, server.CodeBadPage, "limit", fmt.Sprintf("limit: %q is not a whole number between 1 and %d", wire.Trunc(v), UIMaxKeysLimit))
+			return http.StatusBadRequest
 		}
 		limit = n
 	}
-	s.writeJSON(w, http.StatusOK, s.uiSnapshot(r, filter, limit))
+	s.s.WriteJSON(w, http.StatusOK, s.uiSnapshot(r, filter, limit))
 	return http.StatusOK
 }
 
 // uiSnapshot gathers the dashboard's state. The views' readiness checks
 // (store round trips) run concurrently, each bounded by viewReadyTimeout,
 // and no lock is held across them.
-func (s *Server) uiSnapshot(r *http.Request, filter string, limit int) UIState {
-	t := s.table()
-	all := sortedKeys(t)
+func (s *surface) uiSnapshot(r *http.Request, filter string, limit int) UIState {
+	t := s.s.Table()
+	all := slices.Sorted(maps.Keys(t))
 	names := all
 	if filter != "" {
 		f := strings.ToLower(filter)
@@ -400,8 +350,8 @@ func (s *Server) uiSnapshot(r *http.Request, filter string, limit int) UIState {
 	}
 	matched := len(names)
 	names = names[:min(limit, len(names))]
-	out := UIState{Now: s.clk.Now().UTC(), Keys: make([]UIKey, len(names)), Errors: s.ui.recentErrors(),
-		SampleEvery: UISampleEvery.Milliseconds(), SamplesKept: UISamplesKept, Resources: []UIResource{}, Strategies: s.reg.Strategies(),
+	out := UIState{Now: s.env.Clock.Now().UTC(), Keys: make([]UIKey, len(names)), Errors: s.s.Refusals(),
+		SampleEvery: UISampleEvery.Milliseconds(), SamplesKept: UISamplesKept, Resources: []UIResource{}, Strategies: s.env.Registry.Strategies(),
 		KeysTotal: len(all), KeysMatched: matched, Filter: filter, Limit: limit}
 	var wg sync.WaitGroup
 	for i, n := range names {
@@ -418,15 +368,15 @@ func (s *Server) uiSnapshot(r *http.Request, filter string, limit int) UIState {
 			issued[k.Name] = k.Issued
 		}
 	}
-	hist := s.ui.history(s.clk.Mono(), out.Now.UnixMilli(), issued, func(n string) bool { _, ok := t[n]; return ok })
+	hist := s.ui.history(s.env.Clock.Mono(), out.Now.UnixMilli(), issued, func(n string) bool { _, ok := t[n]; return ok })
 	for i := range out.Keys {
 		out.Keys[i].History = hist[out.Keys[i].Name]
 	}
-	rs := s.env.resources()
-	sort.Slice(rs, func(i, j int) bool { return rs[i].name < rs[j].name })
+	rs := s.env.Resources()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Name < rs[j].Name })
 	for _, res := range rs {
-		u := UIResource{Name: res.name}
-		if sr, ok := res.r.(StatsReporter); ok {
+		u := UIResource{Name: res.Name}
+		if sr, ok := res.Resource.(server.StatsReporter); ok {
 			u.Stats = statMap(sr.Stats())
 		}
 		out.Resources = append(out.Resources, u)
@@ -434,12 +384,10 @@ func (s *Server) uiSnapshot(r *http.Request, filter string, limit int) UIState {
 	return out
 }
 
-func (s *Server) uiKey(r *http.Request, k *Key) UIKey {
-	ctx, cancel := context.WithTimeout(r.Context(), viewReadyTimeout)
-	defer cancel()
-	u := UIKey{keyView: s.view(r.WithContext(ctx), k), Issued: issuedCount(k), VolumeHidden: k.hides}
+func (s *surface) uiKey(r *http.Request, k *server.Key) UIKey {
+	u := UIKey{KeyView: s.s.View(r, k), Issued: k.IssuedTotal(), VolumeHidden: k.HidesVolume()}
 	u.Options = nil // shown on /v1/keys; the dashboard has no use for them
-	if sr, ok := k.issuer.(StatsReporter); ok {
+	if sr, ok := k.Issuer().(server.StatsReporter); ok {
 		u.Stats = statMap(sr.Stats())
 	}
 	if c := u.Cache; c != nil {
@@ -458,20 +406,20 @@ func uiSlot(value, max, step int64) UISlot {
 	return sl
 }
 
-// sampleUI records every key's issued count each UISampleEvery until ctx
+// Run records every key's issued count each UISampleEvery until ctx
 // ends, so the dashboard's rate charts cover the time since start-up and
-// not only the minutes a dashboard was open.
-func (s *Server) sampleUI(ctx context.Context) {
+// not only the minutes a dashboard was open (Serve runs it).
+func (s *surface) Run(ctx context.Context) {
 	for {
-		t := s.table()
+		t := s.s.Table()
 		issued := make(map[string]int64, len(t))
 		for n, k := range t {
-			if !k.hides {
-				issued[n] = issuedCount(k)
+			if !k.HidesVolume() {
+				issued[n] = k.IssuedTotal()
 			}
 		}
-		s.ui.history(s.clk.Mono(), s.clk.Now().UnixMilli(), issued, func(n string) bool { _, ok := t[n]; return ok })
-		if s.clk.Sleep(ctx, UISampleEvery) != nil {
+		s.ui.history(s.env.Clock.Mono(), s.env.Clock.Now().UnixMilli(), issued, func(n string) bool { _, ok := t[n]; return ok })
+		if s.env.Clock.Sleep(ctx, UISampleEvery) != nil {
 			return
 		}
 	}
