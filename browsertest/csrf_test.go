@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/strategies"
 )
@@ -40,7 +41,7 @@ func TestAttackCSRFInBrowser(t *testing.T) {
 		Keys:   map[string]server.KeyConfig{"order": {Strategy: "segment"}}}
 	cfg.SetDefaults()
 	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Surfaces: []server.NewSurface{dashboard.New}})
+		Surfaces: []server.NewSurface{admin.New, dashboard.New}})
 	if err != nil {
 		t.Fatal(err)
 	}

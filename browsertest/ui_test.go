@@ -21,6 +21,7 @@ import (
 
 	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/strategies"
 )
@@ -97,7 +98,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}}
 	cfg.SetDefaults()
 	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Surfaces: []server.NewSurface{dashboard.New}})
+		Surfaces: []server.NewSurface{admin.New, dashboard.New}})
 	if err != nil {
 		t.Fatal(err)
 	}

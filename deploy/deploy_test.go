@@ -33,6 +33,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/leaf"
 	"github.com/idmint/idmint/server/strategies"
@@ -985,7 +986,7 @@ func routeStatus(t *testing.T, path string) int {
 		cfg.SetDefaults()
 		var s *server.Server
 		s, routesErr = server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Surfaces: []server.NewSurface{leaf.New, dashboard.New}})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New}})
 		if routesErr == nil {
 			routes = s.Handler()
 		}

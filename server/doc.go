@@ -1,9 +1,10 @@
 // Package server serves idmint's ID strategies over HTTP and gRPC: the
-// native JSON API under `/v1`, key administration, and the operational
-// endpoints (`/healthz`, `/readyz`, `/metrics`, pprof on the admin listener
-// only). Surfaces sit beside it in packages that consume its Surface API
-// (surface.go) and are added through Options.Surfaces: Leaf's API
-// (server/leaf) and the dashboard (server/dashboard).
+// native ID routes under `/v1`, and the operational endpoints (`/healthz`,
+// `/readyz`, `/metrics`, pprof on the admin listener only). It holds the
+// key table and its lifecycle (CreateKey, DeleteKey, SetStep). Surfaces
+// sit beside it in packages that consume its Surface API (surface.go) and
+// are added through Options.Surfaces: Leaf's API (server/leaf), key
+// administration (server/admin) and the dashboard (server/dashboard).
 //
 // The package knows no strategy. Each key's issuer is built by a factory
 // looked up by strategy name in a Registry, and handlers only consume the

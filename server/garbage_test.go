@@ -97,8 +97,8 @@ func TestGarbageClients(t *testing.T) {
 		{"negative count", "GET /v1/keys/order/range?count=-5 HTTP/1.1\r\nHost: x\r\n\r\n", []string{"400"}},
 		{"wrong method", "DELETE /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"405"}},
 		{"made-up method", "BREW /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\n\r\n", []string{"405"}},
-		{"oversized body", "POST /v1/keys HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"name\":\"" + strings.Repeat("a", 100000), []string{"413", ""}},
-		{"lying content length", "POST /v1/keys HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{}", []string{"400", ""}},
+		{"oversized body", "POST /v1/keys/order/ids HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"count\":\"" + strings.Repeat("1", 100000), []string{"413", ""}},
+		{"lying content length", "POST /v1/keys/order/ids HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{}", []string{"400", ""}},
 		{"huge header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 70000) + "\r\n\r\n", []string{"431", "400", ""}},
 		{"no host", "GET /healthz HTTP/1.1\r\n\r\n", []string{"400"}},
 	}

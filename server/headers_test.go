@@ -45,18 +45,18 @@ func TestAnswerHeaders(t *testing.T) {
 	if rec := do(f.h, req{target: "/v1/keys/secret/ids"}); rec.Code != http.StatusUnauthorized || rec.Header().Get(HeaderStrategy) != "" {
 		t.Errorf("no token: %d, %s %q; want 401 and no strategy", rec.Code, HeaderStrategy, rec.Header().Get(HeaderStrategy))
 	}
-	create := func(body string) {
+	create := func(strategy string) {
 		t.Helper()
-		if w := do(f.h, req{method: "POST", target: "/v1/keys", body: body}); w.Code != 201 {
-			t.Fatalf("create %s: %d %s", body, w.Code, w.Body)
+		if _, err := f.s.CreateKey(context.Background(), "made", KeyConfig{Strategy: strategy}); err != nil {
+			t.Fatalf("create made (%s): %v", strategy, err)
 		}
 	}
-	create(`{"name":"made","strategy":"counter"}`)
+	create("counter")
 	made := do(f.h, req{target: "/v1/keys/made/ids"}).Header().Get(HeaderGeneration)
-	if rec := do(f.h, req{method: "DELETE", target: "/v1/keys/made"}); rec.Code/100 != 2 {
-		t.Fatalf("delete: %d %s", rec.Code, rec.Body)
+	if err := f.s.DeleteKey(context.Background(), "made"); err != nil {
+		t.Fatalf("delete: %v", err)
 	}
-	create(`{"name":"made","strategy":"text"}`)
+	create("text")
 	rec = do(f.h, req{target: "/v1/keys/made/ids"})
 	if g := rec.Header().Get(HeaderGeneration); g == made || g == "" {
 		t.Errorf("generation after delete and re-create = %q, want a new token (was %q)", g, made)

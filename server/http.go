@@ -16,7 +16,7 @@ import (
 )
 
 func (s *Server) routes(mux *http.ServeMux) {
-	// The surfaces beside the core (Leaf's, the dashboard).
+	// The surfaces beside the core (Leaf's, administration, the dashboard).
 	for _, sf := range s.surfaces {
 		sf.Routes(mux)
 	}
@@ -25,8 +25,6 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/keys/{key}/range", s.rangeIDs)
 	mux.HandleFunc("/v1/snowflake/{key}", s.snowflakeIDs)
 	mux.HandleFunc("/v1/decode/{id}", s.decode)
-	mux.HandleFunc("/v1/keys", s.keysCollection)
-	mux.HandleFunc("/v1/keys/{key}", s.keyResource)
 	// Operations.
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)

@@ -19,8 +19,6 @@ const (
 	routeRange
 	routeSnowflake
 	routeDecode
-	routeKeys
-	routeKey
 	routeHealth
 	routeReady
 	routeOther
@@ -32,7 +30,7 @@ const (
 )
 
 var routeNames = [numRoutes]string{
-	"ids", "range", "snowflake", "decode", "keys", "key", "healthz", "readyz", "other",
+	"ids", "range", "snowflake", "decode", "healthz", "readyz", "other",
 	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream",
 }
 

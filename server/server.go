@@ -713,10 +713,29 @@ func lockCtx(ctx context.Context, mu *sync.RWMutex) bool {
 // persistMu orders the KeyStore saves (local file writes), so the last
 // save always holds the latest table. Lists and views take neither.
 
-// createKey builds and adds a key (admin API).
-// errTooManyKeys: a create would pass Config.MaxKeys.
-var errTooManyKeys = errors.New("server: too many keys")
+// ErrTooManyKeys: a create would pass Config.MaxKeys.
+var ErrTooManyKeys = errors.New("server: too many keys")
 
+// CreateKey builds and adds a key as the admin API does: kc is checked as
+// a config's key is (a *ValidationError names each problem; a bad name
+// is an *InputError on "name"), and the key is kept in the KeyStore, so it
+// is served again after a restart. A key of that name already served is
+// ErrKeyExists; one past Config.MaxKeys, ErrTooManyKeys.
+func (s *Server) CreateKey(ctx context.Context, name string, kc KeyConfig) (*Key, error) {
+	if err := CheckName(name); err != nil {
+		return nil, &InputError{Field: "name", Err: err}
+	}
+	kc.api = true
+	if kc.Store == "" {
+		kc.Store = DefaultStore
+	}
+	if ps := s.cfg.checkKey(s.reg, "", name, kc); len(ps) > 0 {
+		return nil, &ValidationError{ps}
+	}
+	return s.createKey(ctx, name, kc)
+}
+
+// createKey builds and adds a checked key.
 func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key, error) {
 	s.adminMu.Lock()
 	switch {
@@ -725,11 +744,11 @@ func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key
 		return nil, ErrClosed
 	case s.lookup(name) != nil || s.creating[name]:
 		s.adminMu.Unlock()
-		return nil, errKeyExists
+		return nil, ErrKeyExists
 	case len(s.table())+len(s.creating) >= s.cfg.MaxKeys && s.cfg.MaxKeys > 0:
 		n := len(s.table())
 		s.adminMu.Unlock()
-		return nil, fmt.Errorf("%w: %d keys served, max_keys is %d", errTooManyKeys, n, s.cfg.MaxKeys)
+		return nil, fmt.Errorf("%w: %d keys served, max_keys is %d", ErrTooManyKeys, n, s.cfg.MaxKeys)
 	}
 	if s.creating == nil {
 		s.creating = map[string]bool{}
@@ -773,27 +792,29 @@ func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key
 	return k, nil
 }
 
+// Refusals of CreateKey, DeleteKey and SetStep.
 var (
-	errKeyExists  = errors.New("server: key exists")
-	errConfigKey  = errors.New("server: key is defined in the config file")
-	errNoSuchKey  = errors.New("server: no such key")
-	errNotStepped = errors.New("server: key's strategy has no step")
+	ErrKeyExists  = errors.New("server: key exists")
+	ErrConfigKey  = errors.New("server: key is defined in the config file")
+	ErrNoSuchKey  = errors.New("server: no such key")
+	ErrNotStepped = errors.New("server: key's strategy has no step")
 )
 
-// deleteKey removes a key created through the API and closes its issuer
-// after its last in-flight request (or when ctx ends). The key's store
-// rows are kept, so a key created again with the same name continues
-// after them (U5).
-func (s *Server) deleteKey(ctx context.Context, name string) error {
+// DeleteKey removes a key created through the API (a key of the config
+// file is ErrConfigKey) and closes its issuer after its last in-flight
+// request (or when ctx ends). The key's store rows are kept, so a key
+// created again with the same name continues after them: its IDs never
+// repeat the deleted key's.
+func (s *Server) DeleteKey(ctx context.Context, name string) error {
 	s.persistMu.Lock()
 	k := s.lookup(name)
 	if k == nil {
 		s.persistMu.Unlock()
-		return errNoSuchKey
+		return ErrNoSuchKey
 	}
 	if k.fromConfig {
 		s.persistMu.Unlock()
-		return errConfigKey
+		return ErrConfigKey
 	}
 	next := maps.Clone(s.table())
 	delete(next, name)
@@ -810,16 +831,16 @@ func (s *Server) deleteKey(ctx context.Context, name string) error {
 	return err
 }
 
-// setStep changes a segment key's step (and the persisted config of an
-// API-created key).
-func (s *Server) setStep(ctx context.Context, name string, step int64) (*Key, error) {
+// SetStep changes a segment key's step (and the persisted config of an
+// API-created key); a key whose strategy has no step is ErrNotStepped.
+func (s *Server) SetStep(ctx context.Context, name string, step int64) (*Key, error) {
 	k := s.lookup(name)
 	if k == nil {
-		return nil, errNoSuchKey
+		return nil, ErrNoSuchKey
 	}
 	st, ok := k.issuer.(Stepper)
 	if !ok {
-		return nil, errNotStepped
+		return nil, ErrNotStepped
 	}
 	if err := st.SetStep(ctx, step); err != nil { // a store call: no lock held
 		return nil, err
@@ -827,7 +848,7 @@ func (s *Server) setStep(ctx context.Context, name string, step int64) (*Key, er
 	s.persistMu.Lock()
 	defer s.persistMu.Unlock()
 	if s.lookup(name) != k {
-		return nil, errNoSuchKey // deleted meanwhile
+		return nil, ErrNoSuchKey // deleted meanwhile
 	}
 	k.step.Store(step)
 	if !k.fromConfig {

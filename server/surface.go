@@ -72,6 +72,16 @@ func (s *Server) WriteError(w http.ResponseWriter, status int, code, field, msg 
 // once, when the surface is built.
 func (s *Server) Route(name string) *Route { return s.metrics.route(name) }
 
+// Timed is a handler serving with serve, which returns the status it
+// answered, and counting each answer on route with how long it took.
+func (s *Server) Timed(route *Route, serve func(http.ResponseWriter, *http.Request) int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := s.clk.Mono()
+		st := serve(w, r)
+		route.Observe(st, s.clk.Mono()-start)
+	}
+}
+
 // MethodOK answers 405 with an Allow header unless r.Method is one of
 // allowed (HEAD is allowed wherever GET is), and reports whether it is.
 func (s *Server) MethodOK(w http.ResponseWriter, r *http.Request, allowed ...string) bool {

@@ -225,9 +225,10 @@ func (s *surface) Hot(http.ResponseWriter, *http.Request, string) bool { return 
 
 // Routes adds the dashboard's routes.
 func (s *surface) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("/ui", s.uiPage)
-	mux.HandleFunc("/ui/", s.uiPage)
-	mux.HandleFunc("/ui/api/state", s.uiStateHTTP)
+	page := s.s.Timed(s.route, s.serveUIPage)
+	mux.HandleFunc("/ui", page)
+	mux.HandleFunc("/ui/", page)
+	mux.HandleFunc("/ui/api/state", s.s.Timed(s.route, s.serveUIState))
 }
 
 // Public reports whether path is one of the dashboard's static files,
@@ -247,13 +248,7 @@ var uiHeaders = map[string][]string{
 	"Referrer-Policy":         {"no-referrer"},
 }
 
-// uiPage serves the embedded page and its assets.
-func (s *surface) uiPage(w http.ResponseWriter, r *http.Request) {
-	start := s.env.Clock.Mono()
-	st := s.serveUIPage(w, r)
-	s.route.Observe(st, s.env.Clock.Mono()-start)
-}
-
+// serveUIPage serves the embedded page and its assets.
 func (s *surface) serveUIPage(w http.ResponseWriter, r *http.Request) int {
 	if !s.s.MethodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
@@ -294,13 +289,7 @@ func uiContentType(name string) string {
 	return "application/octet-stream"
 }
 
-// uiStateHTTP serves GET /ui/api/state to admin clients.
-func (s *surface) uiStateHTTP(w http.ResponseWriter, r *http.Request) {
-	start := s.env.Clock.Mono()
-	st := s.serveUIState(w, r)
-	s.route.Observe(st, s.env.Clock.Mono()-start)
-}
-
+// serveUIState serves GET /ui/api/state to admin clients.
 func (s *surface) serveUIState(w http.ResponseWriter, r *http.Request) int {
 	if !s.s.MethodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed

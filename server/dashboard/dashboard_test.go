@@ -192,8 +192,8 @@ func TestUIStateFigures(t *testing.T) {
 // key's samples go with it.
 func TestUIHistory(t *testing.T) {
 	f := newFixture(t, nil)
-	if w := reqtest.Do(f.H, reqtest.Req{Method: http.MethodPost, Target: "/v1/keys", Body: `{"name":"tmp","strategy":"counter"}`}); w.Code != http.StatusCreated {
-		t.Fatalf("create: %d %s", w.Code, w.Body)
+	if _, err := f.S.CreateKey(context.Background(), "tmp", server.KeyConfig{Strategy: "counter"}); err != nil {
+		t.Fatalf("create: %v", err)
 	}
 	st := getUIState(t, f.H, nil)
 	if h := uiKeyOf(t, st, "order").History; len(h) != 1 || h[0] != [2]int64{f.Clk.Now().UnixMilli(), 0} {
@@ -225,8 +225,8 @@ func TestUIHistory(t *testing.T) {
 	if last := h[len(h)-1]; last[0] != f.Clk.Now().UnixMilli() || last[1] != 10+UISamplesKept+5 {
 		t.Fatalf("newest sample = %v", last)
 	}
-	if w := reqtest.Do(f.H, reqtest.Req{Method: http.MethodDelete, Target: "/v1/keys/tmp"}); w.Code != http.StatusNoContent {
-		t.Fatalf("delete: %d %s", w.Code, w.Body)
+	if err := f.S.DeleteKey(context.Background(), "tmp"); err != nil {
+		t.Fatalf("delete: %v", err)
 	}
 	getUIState(t, f.H, nil)
 	f.d.ui.mu.Lock()

@@ -120,7 +120,7 @@ func (s *surface) Routes(mux *http.ServeMux) {
 	}{
 		{"/api/segment/get/{key}", s.leafSegment},
 		{"/api/snowflake/get/{key}", s.leafSnowflake},
-		{"/decodeSnowflakeId", s.leafDecode},
+		{"/decodeSnowflakeId", s.s.Timed(s.decode, s.serveLeafDecode)},
 		{"/cache", s.cacheView},
 		{"/db", s.dbView},
 	} {
@@ -334,12 +334,6 @@ func wantsHTML(r *http.Request) bool {
 // milliseconds since 1288834974657 (2010-11-04T01:42:54.657Z), 10 bits of
 // worker, 12 of sequence (LeafMonitorController.decodeSnowflakeId).
 const leafTwepoch = 1288834974657
-
-func (s *surface) leafDecode(w http.ResponseWriter, r *http.Request) {
-	start := s.env.Clock.Mono()
-	st := s.serveLeafDecode(w, r)
-	s.decode.Observe(st, s.env.Clock.Mono()-start)
-}
 
 func (s *surface) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
 	if !s.s.MethodOK(w, r, http.MethodGet, http.MethodPost) {

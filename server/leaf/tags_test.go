@@ -53,7 +53,7 @@ func (f *fakeTable) listings() int {
 func (f *fakeTable) Open(tag string) (server.Issuer, error) {
 	c := &servertest.Counter{Name: tag}
 	c.Next.Store(100)
-	c.Step.Store(1000)
+	c.Size.Store(1000)
 	return c, nil
 }
 func (f *fakeTable) Close(context.Context) error { return nil }

@@ -14,13 +14,14 @@ import (
 	"testing"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/leaf"
 )
 
-// surfaces are what cmd/idmint serves beside the native API: Leaf's and
-// the dashboard.
-var surfaces = []server.NewSurface{leaf.New, dashboard.New}
+// surfaces are what cmd/idmint serves beside the native API: Leaf's,
+// administration and the dashboard.
+var surfaces = []server.NewSurface{leaf.New, admin.New, dashboard.New}
 
 func newServer(t testing.TB, keys map[string]server.KeyConfig) (*server.Server, http.Handler) {
 	t.Helper()

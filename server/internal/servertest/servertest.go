@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,11 +31,12 @@ const (
 // Counter is an issuer over an in-memory sequence with every optional
 // capability, and switches to make it refuse.
 type Counter struct {
-	Name   string
-	Next   atomic.Int64 // the last ID issued
-	Step   atomic.Int64
-	Fail   atomic.Bool // NextInt64s, NextRange and StoreRow fail with a retryable error
-	Closed atomic.Bool
+	Name    string
+	Next    atomic.Int64 // the last ID issued
+	Size    atomic.Int64 // the step
+	Fail    atomic.Bool  // NextInt64s, NextRange and StoreRow fail with a retryable error
+	Unready atomic.Bool  // Ready fails
+	Closed  atomic.Bool
 }
 
 // ErrUnavailable is the retryable refusal of a failing Counter.
@@ -78,7 +80,7 @@ func (c *Counter) Decode(id string) (server.Decoded, error) {
 
 // CacheView is one buffer from the last ID to last+step.
 func (c *Counter) CacheView() server.CacheView {
-	return server.CacheView{Key: c.Name, Value0: c.Next.Load(), Step0: c.Step.Load(), Max0: c.Next.Load() + c.Step.Load(), InitOk: true}
+	return server.CacheView{Key: c.Name, Value0: c.Next.Load(), Step0: c.Size.Load(), Max0: c.Next.Load() + c.Size.Load(), InitOk: true}
 }
 
 // StoreRow is the row that buffer came from.
@@ -86,12 +88,32 @@ func (c *Counter) StoreRow(ctx context.Context) (server.StoreRow, error) {
 	if c.Fail.Load() {
 		return server.StoreRow{}, ErrUnavailable{}
 	}
-	return server.StoreRow{Key: c.Name, MaxID: c.Next.Load() + c.Step.Load(), Step: c.Step.Load(), UpdateTime: time.Unix(0, 0).UTC()}, nil
+	return server.StoreRow{Key: c.Name, MaxID: c.Next.Load() + c.Size.Load(), Step: c.Size.Load(), UpdateTime: time.Unix(0, 0).UTC()}, nil
+}
+
+// Ready fails while Unready is set.
+func (c *Counter) Ready(ctx context.Context) error {
+	if c.Unready.Load() {
+		return errors.New("counter: lease not held")
+	}
+	return nil
+}
+
+// Step is the step (a server.Stepper).
+func (c *Counter) Step() int64 { return c.Size.Load() }
+
+// SetStep changes the step; 13 is refused as the request's fault.
+func (c *Counter) SetStep(ctx context.Context, n int64) error {
+	if n == 13 {
+		return &server.InputError{Field: "step", Err: errors.New("counter: step 13 is unlucky")}
+	}
+	c.Size.Store(n)
+	return nil
 }
 
 // Stats reports the step as segment_step.
 func (c *Counter) Stats() []server.Stat {
-	return []server.Stat{{Name: "segment_step", Help: "step", Value: float64(c.Step.Load())}}
+	return []server.Stat{{Name: "segment_step", Help: "step", Value: float64(c.Size.Load())}}
 }
 
 // Close makes every later NextInt64s fail.
@@ -125,23 +147,41 @@ func (cs *Counters) Get(name string) *Counter {
 }
 
 // Registry registers "counter" (also as "snowflake", so Leaf's snowflake
-// route has something to serve) and "text" (strings). A counter starts
-// with step max(Step, 1000).
+// route has something to serve), "text" (strings) and the layout "plain"
+// (a bare number). A counter starts with step max(Step, 1000); a key with
+// the option broken=yes fails to open, and the option "bad" fails the
+// counter's Check.
 func Registry() (*server.Registry, *Counters) {
 	cs := &Counters{m: map[string]*Counter{}}
 	reg := server.NewRegistry()
 	mk := func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+		if k.Options["broken"] == "yes" {
+			return nil, errors.New("counter: cannot open store")
+		}
 		c := &Counter{Name: name}
-		c.Step.Store(max(k.Step, 1000))
+		c.Size.Store(max(k.Step, 1000))
 		cs.mu.Lock()
 		cs.m[name] = c
 		cs.mu.Unlock()
 		return c, nil
 	}
-	Must(reg.Register(server.Strategy{Name: "counter", New: mk}))
+	check := func(k server.KeyConfig, cfg *server.Config) []server.Problem {
+		if v, ok := k.Options["bad"]; ok {
+			return []server.Problem{{Field: "options.bad", Value: v, Message: "must not be set"}}
+		}
+		return nil
+	}
+	Must(reg.Register(server.Strategy{Name: "counter", New: mk, Check: check}))
 	Must(reg.Register(server.Strategy{Name: "snowflake", New: mk}))
 	Must(reg.Register(server.Strategy{Name: "text", New: func(context.Context, *server.Env, string, server.KeyConfig) (server.Issuer, error) {
 		return &Text{}, nil
+	}}))
+	Must(reg.RegisterLayout(server.Layout{Name: "plain", Decode: func(id string) (server.Decoded, error) {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return server.Decoded{}, fmt.Errorf("plain: %q is not a number", id)
+		}
+		return server.Decoded{Layout: "plain", Sequence: n}, nil
 	}}))
 	return reg, cs
 }
@@ -183,7 +223,9 @@ func New(t testing.TB, mutate func(*server.Config), surfaces ...server.NewSurfac
 	return NewReg(t, reg, cs, mutate, surfaces...)
 }
 
-// NewReg is New over a registry the test built (cs may be nil).
+// NewReg is New over a registry the test built (cs may be nil). Keys
+// created through the admin API are kept in the data directory's
+// keys.json.
 func NewReg(t testing.TB, reg *server.Registry, cs *Counters, mutate func(*server.Config), surfaces ...server.NewSurface) *Fixture {
 	t.Helper()
 	cfg := &server.Config{DataDir: t.TempDir(), Keys: DefaultKeys()}
@@ -193,7 +235,8 @@ func NewReg(t testing.TB, reg *server.Registry, cs *Counters, mutate func(*serve
 	cfg.SetDefaults()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Clock: clk,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Surfaces: surfaces})
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")}, Surfaces: surfaces})
 	if err != nil {
 		t.Fatal(err)
 	}

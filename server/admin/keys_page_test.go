@@ -1,9 +1,12 @@
-package server
+package admin
 
 import (
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/internal/reqtest"
 )
 
 // GET /v1/keys pages through the keys in name order; bad paging is 400
@@ -11,7 +14,7 @@ import (
 func TestKeysPaged(t *testing.T) {
 	f := newFixture(t, nil)
 	for i := 0; i < 25; i++ {
-		if w := do(f.h, req{method: "POST", target: "/v1/keys", body: fmt.Sprintf(`{"name":"p%02d","strategy":"counter"}`, i)}); w.Code != 201 {
+		if w := reqtest.Do(f.H, reqtest.Req{Method: "POST", Target: "/v1/keys", Body: fmt.Sprintf(`{"name":"p%02d","strategy":"counter"}`, i)}); w.Code != 201 {
 			t.Fatalf("create: %d %s", w.Code, w.Body)
 		}
 	}
@@ -22,7 +25,7 @@ func TestKeysPaged(t *testing.T) {
 	}
 	get := func(q string) page {
 		t.Helper()
-		w := do(f.h, req{target: "/v1/keys" + q})
+		w := reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys" + q})
 		if w.Code != 200 {
 			t.Fatalf("%s: %d %s", q, w.Code, w.Body)
 		}
@@ -62,6 +65,6 @@ func TestKeysPaged(t *testing.T) {
 		t.Fatalf("after a name that is no key: %+v", p.Keys)
 	}
 	for _, bad := range []struct{ q, field string }{{"?limit=0", "limit"}, {"?limit=x", "limit"}, {"?limit=10001", "limit"}, {"?limit=1&limit=2", "limit"}, {"?after=%zz", "after"}} {
-		wantError(t, do(f.h, req{target: "/v1/keys" + bad.q}), 400, CodeBadPage, bad.field)
+		reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/v1/keys" + bad.q}), 400, server.CodeBadPage, bad.field)
 	}
 }
