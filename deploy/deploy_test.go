@@ -35,6 +35,7 @@ import (
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
+	"github.com/idmint/idmint/server/grpcapi"
 	"github.com/idmint/idmint/server/leaf"
 	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/worker"
@@ -986,7 +987,7 @@ func routeStatus(t *testing.T, path string) int {
 		cfg.SetDefaults()
 		var s *server.Server
 		s, routesErr = server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New}})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New, grpcapi.New}})
 		if routesErr == nil {
 			routes = s.Handler()
 		}

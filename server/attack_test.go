@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/server/internal/reqtest"
 )
 
 // Security tests of the server core (idmint issue 11). Each reproduces a
@@ -122,18 +124,6 @@ func TestAttackNonLoopbackClients(t *testing.T) {
 	}
 }
 
-// within runs f and fails the test when it has not returned after d.
-func within(t *testing.T, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		t.Fatalf("%s did not finish within %v", what, d)
-	}
-}
-
 // A client that pipelines requests and never reads the answers used to
 // freeze DELETE, list and create of keys until the write timeout (27 s
 // measured): the answer was written under the key's lock, which DELETE
@@ -187,17 +177,17 @@ func TestAttackPipelinedNonReaderHoldsNoLock(t *testing.T) {
 	if last >= 400*10000 {
 		t.Skip("the socket buffers took every answer; nothing blocked")
 	}
-	within(t, 5*time.Second, "deleting the key the stuck client reads", func() {
+	reqtest.Within(t, 5*time.Second, "deleting the key the stuck client reads", func() {
 		if err := f.s.DeleteKey(ctx, "victim"); err != nil {
 			t.Errorf("delete: %v", err)
 		}
 	})
-	within(t, 5*time.Second, "another key's IDs", func() {
+	reqtest.Within(t, 5*time.Second, "another key's IDs", func() {
 		if st := call("GET", "/v1/keys/order/ids", ""); st != 200 {
 			t.Errorf("ids: %d", st)
 		}
 	})
-	within(t, 5*time.Second, "creating a key", func() {
+	reqtest.Within(t, 5*time.Second, "creating a key", func() {
 		if _, err := f.s.CreateKey(ctx, "other", KeyConfig{Strategy: "counter"}); err != nil {
 			t.Errorf("create: %v", err)
 		}
@@ -251,7 +241,7 @@ func TestAttackCloseHonoursContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	within(t, 5*time.Second, "Close with a 200 ms deadline", func() { s.Close(ctx) })
+	reqtest.Within(t, 5*time.Second, "Close with a 200 ms deadline", func() { s.Close(ctx) })
 	if !b.closed.Load() {
 		t.Error("the issuer was not closed")
 	}
@@ -263,7 +253,7 @@ func TestAttackMetricsDeadline(t *testing.T) {
 	t.Parallel()
 	s, _ := blockerServer(t)
 	t.Cleanup(func() { s.Close(context.Background()) })
-	within(t, 10*time.Second, "a /metrics scrape with a hung store", func() {
+	reqtest.Within(t, 10*time.Second, "a /metrics scrape with a hung store", func() {
 		if w := do(s.Handler(), req{target: "/metrics"}); w.Code != 200 || !strings.Contains(w.Body.String(), "idmint_ready 0") {
 			t.Errorf("/metrics: %d, want 200 with idmint_ready 0", w.Code)
 		}

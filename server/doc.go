@@ -1,10 +1,12 @@
 // Package server serves idmint's ID strategies over HTTP and gRPC: the
-// native ID routes under `/v1`, and the operational endpoints (`/healthz`,
+// native ID routes under `/v1`, the listeners (the gRPC one with its
+// connection limits), and the operational endpoints (`/healthz`,
 // `/readyz`, `/metrics`, pprof on the admin listener only). It holds the
 // key table and its lifecycle (CreateKey, DeleteKey, SetStep). Surfaces
 // sit beside it in packages that consume its Surface API (surface.go) and
-// are added through Options.Surfaces: Leaf's API (server/leaf), key
-// administration (server/admin) and the dashboard (server/dashboard).
+// are added through Options.Surfaces: Leaf's API (server/leaf), the gRPC
+// service (server/grpcapi), key administration (server/admin) and the
+// dashboard (server/dashboard).
 //
 // The package knows no strategy. Each key's issuer is built by a factory
 // looked up by strategy name in a Registry, and handlers only consume the

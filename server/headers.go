@@ -1,15 +1,11 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"strconv"
 	"sync/atomic"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 )
 
 // The headers that tell a client who answered and what the key is, so it
@@ -95,19 +91,4 @@ func (h *keyHeaders) set(hd http.Header) {
 	if v := h.leaderValue(); v != nil {
 		hd[HeaderLeader] = v
 	}
-}
-
-// sendGRPC adds the node's and the key's headers to a gRPC call's
-// response header metadata. Best effort: a stream whose header went out
-// already keeps what it said.
-func (s *Server) sendGRPC(ctx context.Context, k *Key) {
-	md := metadata.MD{"idmint-node": s.node}
-	if k != nil {
-		md["idmint-strategy"] = k.hdr.strategy
-		md["idmint-key-generation"] = k.hdr.generation
-		if v := k.hdr.leaderValue(); v != nil {
-			md["idmint-leader"] = v
-		}
-	}
-	_ = grpc.SetHeader(ctx, md)
 }

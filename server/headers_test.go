@@ -4,11 +4,6 @@ import (
 	"context"
 	"net/http"
 	"testing"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-
-	v1 "github.com/idmint/idmint/api/idmintv1"
 )
 
 type leaderIssuer struct {
@@ -87,29 +82,5 @@ func TestAnswerHeadersLeader(t *testing.T) {
 	h.set(hd)
 	if got := hd.Get(HeaderLeader); got != "node-c" {
 		t.Fatalf("%s = %q after the leader changed, want node-c", HeaderLeader, got)
-	}
-}
-
-// gRPC answers carry the same headers as response metadata.
-func TestAnswerHeadersGRPC(t *testing.T) {
-	c, f := grpcFixture(t)
-	ctx := context.Background()
-	var md metadata.MD
-	if _, err := c.NextRange(ctx, &v1.NextRangeRequest{Key: "order", Count: 5}, grpc.Header(&md)); err != nil {
-		t.Fatal(err)
-	}
-	if got := md.Get("idmint-node"); len(got) != 1 || got[0] != f.s.node[0] {
-		t.Errorf("idmint-node = %q, want %q", got, f.s.node[0])
-	}
-	if got := md.Get("idmint-strategy"); len(got) != 1 || got[0] != "counter" {
-		t.Errorf("idmint-strategy = %q, want counter", got)
-	}
-	gen := md.Get("idmint-key-generation")
-	md = nil
-	if _, err := c.NextIDs(ctx, &v1.NextIDsRequest{Key: "order", Count: 2}, grpc.Header(&md)); err != nil {
-		t.Fatal(err)
-	}
-	if got := md.Get("idmint-key-generation"); len(gen) != 1 || len(got) != 1 || got[0] != gen[0] {
-		t.Errorf("idmint-key-generation = %q then %q, want one unchanged token", gen, got)
 	}
 }

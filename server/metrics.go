@@ -22,16 +22,11 @@ const (
 	routeHealth
 	routeReady
 	routeOther
-	routeGRPCIDs
-	routeGRPCRange
-	routeGRPCDecode
-	routeGRPCStream
 	numRoutes
 )
 
 var routeNames = [numRoutes]string{
 	"ids", "range", "snowflake", "decode", "healthz", "readyz", "other",
-	"grpc_ids", "grpc_range", "grpc_decode", "grpc_stream",
 }
 
 type metrics struct {

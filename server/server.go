@@ -68,7 +68,6 @@ type Server struct {
 	adminMu   sync.Mutex      // guards table swaps and creating; never held across I/O
 	persistMu sync.Mutex      // orders KeyStore saves
 	creating  map[string]bool // names being built by createKey
-	idStreams semaphore       // StreamIDs streams being served
 
 	surfaces []Surface // Options.Surfaces, built
 
@@ -126,11 +125,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		o.NodeName = NodeName()
 	}
 	s := &Server{
-		node:      []string{o.NodeName},
-		start:     time.Now().UnixNano(),
-		budget:    newAnswerBudget(cmp.Or(o.Config.AnswerBudget, DefaultAnswerBudget)),
-		idStreams: newSemaphore(GRPCMaxIDStreams),
-		cfg:       o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
+		node:   []string{o.NodeName},
+		start:  time.Now().UnixNano(),
+		budget: newAnswerBudget(cmp.Or(o.Config.AnswerBudget, DefaultAnswerBudget)),
+		cfg:    o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
 		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry, NodeName: o.NodeName},
 	}
 	if o.Config.AdminToken != "" {
@@ -430,6 +428,16 @@ func (s *Server) AdminHandler() http.Handler {
 	})
 }
 
+// servesGRPC reports whether a surface registers a gRPC service.
+func (s *Server) servesGRPC() bool {
+	for _, sf := range s.surfaces {
+		if _, ok := sf.(GRPCService); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // public reports whether a surface's static files hold path (Publisher).
 func (s *Server) public(path string) bool {
 	for _, sf := range s.surfaces {
@@ -538,6 +546,9 @@ type Listeners struct {
 // ShutdownTimeout) and closes the server, which releases leases with their
 // horizon recorded.
 func (s *Server) Serve(ctx context.Context, l Listeners) error {
+	if l.GRPC != nil && !s.servesGRPC() {
+		return errors.New("server: a gRPC listener is given but no surface serves gRPC: add grpcapi.New (server/grpcapi) to Options.Surfaces")
+	}
 	pub := s.HTTPServer(s.Handler())
 	errc := make(chan error, 3)
 	// At most max_conns connections at once (U10: each holds buffers and

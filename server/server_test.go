@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -278,5 +279,24 @@ func TestCloseClosesIssuers(t *testing.T) {
 	}
 	if w := do(f.h, req{target: "/readyz"}); w.Code != 503 {
 		t.Fatalf("readyz after close: %d", w.Code)
+	}
+}
+
+// A gRPC listener with no surface serving gRPC is refused before anything
+// is served, naming what to add.
+func TestServeGRPCWithoutService(t *testing.T) {
+	f := newFixture(t, nil)
+	var ls [2]net.Listener
+	for i := range ls {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ls[i] = l
+	}
+	err := f.s.Serve(context.Background(), Listeners{HTTP: ls[0], GRPC: ls[1]})
+	if err == nil || !strings.Contains(err.Error(), "grpcapi.New") {
+		t.Fatalf("Serve = %v, want a refusal naming grpcapi.New", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
 )
 
 // The core's API for the surfaces beside it: packages that serve a wire
@@ -184,3 +185,102 @@ func (k *Key) HidesVolume() bool { return k.hides }
 // Retire closes the key's issuer after its last Hold ends (or when ctx
 // does). For keys a surface adopted; the server retires its own.
 func (k *Key) Retire(ctx context.Context) error { return retire(ctx, k) }
+
+// A GRPCService is a Surface that serves gRPC: GRPCServer (and so Serve's
+// gRPC listener) registers it.
+type GRPCService interface {
+	RegisterGRPC(*grpc.Server)
+}
+
+// ErrorAnswer is a refusal as the core answers it: an HTTP status, the
+// error body's code, field and message, and when to come back. A surface
+// with a wire format of its own (gRPC) translates it.
+type ErrorAnswer struct {
+	Status     int
+	Code       string
+	Field      string
+	Message    string
+	RetryAfter time.Duration
+}
+
+func answerOf(e apiError) ErrorAnswer {
+	return ErrorAnswer{Status: e.status, Code: e.code, Field: e.field, Message: e.msg, RetryAfter: e.retryAfter}
+}
+
+// IssuerRefused is the answer to k's issuer failing with err (400 for
+// the request's fault, otherwise 503); a 503 is recorded as LogRefusal
+// does.
+func (s *Server) IssuerRefused(k *Key, err error) ErrorAnswer {
+	return answerOf(s.issuerRefused(k, err))
+}
+
+// GoneAnswer is the answer to a request for the key called name that was
+// retired while it waited (Key.Hold returned false): 404 when the key was
+// deleted, 503 while the server shuts down.
+func (s *Server) GoneAnswer(name string) ErrorAnswer { return answerOf(s.goneError(name)) }
+
+// BudgetRefusal is the answer to a request HoldAnswer refused.
+func (s *Server) BudgetRefusal() ErrorAnswer { return answerOf(s.budgetRefusal()) }
+
+// HoldAnswer reserves, from the server's answer_budget, the estimated size
+// of an answer of n IDs of the key called name, before any is issued: 0
+// when the answer is small enough to go free, ok false when the budget
+// stayed spent (answer BudgetRefusal).
+func (s *Server) HoldAnswer(ctx context.Context, name string, n int) (held int64, ok bool) {
+	return s.holdAnswer(ctx, name, n)
+}
+
+// ReleaseAnswer gives back a reservation no answer used.
+func (s *Server) ReleaseAnswer(held int64) { s.budget.release(held) }
+
+// OweAnswer settles a reservation at the answer's encoded size and hands
+// it to the gRPC connection of ctx, which gives it back as the client
+// reads; text says the answer holds strings, whose bytes count twice.
+func (s *Server) OweAnswer(ctx context.Context, k *Key, n int, held, size int64, text bool) {
+	if held == 0 {
+		return
+	}
+	if text {
+		k.noteAnswer(n, 2*size)
+	}
+	s.owe(ctx, s.settle(held, size))
+}
+
+// ObserveKey counts an answer on route for the key called name, unless the
+// key hides its volume (then no metric counts its requests). k is the key
+// the request found, when it got that far.
+func (s *Server) ObserveKey(route *Route, name string, k *Key, status int, d time.Duration) {
+	if k == nil {
+		k = s.lookup(name)
+	}
+	if k != nil && k.hides {
+		return
+	}
+	route.Observe(status, d)
+}
+
+// RangeMax is the largest count a range request may ask for.
+func (s *Server) RangeMax() int { return s.rangeMax() }
+
+// Strategy is the key's strategy's name.
+func (k *Key) Strategy() string { return k.cfg.Strategy }
+
+// Strings is the issuer's Strings, or nil when it issues numbers.
+func (k *Key) Strings() Strings { return k.strs }
+
+// Ranger is the issuer's Ranger, or nil.
+func (k *Key) Ranger() Ranger { return k.ranger }
+
+// AuthorizeValue is Authorize for a credential that does not come in an
+// HTTP request (gRPC's "authorization" metadata): h is the header's value.
+func (k *Key) AuthorizeValue(h string) int { return authorizeValue(h, k.tokens) }
+
+// Protected reports whether the key has tokens.
+func (k *Key) Protected() bool { return len(k.tokens) > 0 }
+
+// Headers are what every answer says about the key: its strategy, its
+// generation (new each time a key of that name is built) and, for a key
+// with a leader, the leader's node (nil for none).
+func (k *Key) Headers() (strategy, generation, leader []string) {
+	return k.hdr.strategy, k.hdr.generation, k.hdr.leaderValue()
+}

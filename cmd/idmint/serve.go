@@ -18,6 +18,7 @@ import (
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
+	"github.com/idmint/idmint/server/grpcapi"
 	"github.com/idmint/idmint/server/leaf"
 	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/sqldb"
@@ -127,7 +128,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	logStores(log, cfg)
 	srv, err := server.New(ctx, server.Options{Config: cfg, Registry: reg, Logger: log,
 		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")},
-		Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New}})
+		Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New, grpcapi.New}})
 	if err != nil {
 		closeListeners()
 		return err

@@ -16,12 +16,13 @@ import (
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
+	"github.com/idmint/idmint/server/grpcapi"
 	"github.com/idmint/idmint/server/leaf"
 )
 
 // surfaces are what cmd/idmint serves beside the native API: Leaf's,
-// administration and the dashboard.
-var surfaces = []server.NewSurface{leaf.New, admin.New, dashboard.New}
+// administration, the dashboard and the gRPC service.
+var surfaces = []server.NewSurface{leaf.New, admin.New, dashboard.New, grpcapi.New}
 
 func newServer(t testing.TB, keys map[string]server.KeyConfig) (*server.Server, http.Handler) {
 	t.Helper()

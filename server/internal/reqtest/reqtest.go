@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Req is one request: GET unless Method says otherwise, from
@@ -87,4 +88,16 @@ func Shape(rec *httptest.ResponseRecorder) string {
 	var b strings.Builder
 	h.Write(&b)
 	return rec.Result().Status + "\n" + b.String() + digits.ReplaceAllString(rec.Body.String(), "N")
+}
+
+// Within runs f and fails the test when it has not returned after d.
+func Within(t testing.TB, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not finish within %v", what, d)
+	}
 }
