@@ -342,15 +342,35 @@ func printBanner(w io.Writer, cfg *server.Config, srv *server.Server, ls server.
 	}
 	dir, _ := filepath.Abs(cfg.DataDir)
 	fmt.Fprintf(w, "idmint: data directory %s\n", dir)
-	fmt.Fprintf(w, "idmint: keys %s\n", strings.Join(srv.Keys(), ", "))
+	names := srv.Keys()
+	fmt.Fprintf(w, "idmint: keys %s\n", keyList(names))
 	key := "snowflake"
-	if _, ok := cfg.Keys[key]; !ok {
-		key = srv.Keys()[0]
+	if _, ok := cfg.Keys[key]; !ok && len(names) > 0 {
+		key = names[0]
 	}
-	fmt.Fprintf(w, "idmint: try  curl '%s/v1/keys/%s/ids?count=3'\n", base, key)
+	if len(names) > 0 {
+		fmt.Fprintf(w, "idmint: try  curl '%s/v1/keys/%s/ids?count=3'\n", base, key)
+	}
 	if k, ok := cfg.Keys["snowflake"]; ok && k.Strategy == "snowflake" {
 		fmt.Fprintf(w, "idmint: Leaf clients: curl %s/api/snowflake/get/snowflake\n", base)
 	}
+}
+
+// bannerKeys is how many key names the banner lists: a server with 10,000
+// keys printed 69 KB of names at every start.
+const bannerKeys = 12
+
+// keyList names the keys for the banner: all of a few, the first
+// bannerKeys of many with how many more there are.
+func keyList(names []string) string {
+	switch {
+	case len(names) == 0:
+		return "(none yet: create them with POST /v1/keys)"
+	case len(names) <= bannerKeys:
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, … and %d more (%d in all; GET /v1/keys lists them)",
+		strings.Join(names[:bannerKeys], ", "), len(names)-bannerKeys, len(names))
 }
 
 // serveGOGC is the garbage collector's target percentage for serve when

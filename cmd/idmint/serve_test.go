@@ -424,3 +424,25 @@ func TestServeMemoryLimit(t *testing.T) {
 		t.Fatalf("the runtime's limit is %d, want %d", got, 128<<20)
 	}
 }
+
+// The banner names a few keys whole and many by count: 10,000 keys
+// printed 69 KB of names at every start.
+func TestBannerKeyList(t *testing.T) {
+	many := make([]string, 10000)
+	for i := range many {
+		many[i] = fmt.Sprintf("k%d", i)
+	}
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{nil, "(none yet: create them with POST /v1/keys)"},
+		{[]string{"order", "snowflake"}, "order, snowflake"},
+		{many[:bannerKeys], strings.Join(many[:bannerKeys], ", ")},
+		{many, strings.Join(many[:bannerKeys], ", ") + ", … and 9988 more (10000 in all; GET /v1/keys lists them)"},
+	} {
+		if got := keyList(tc.names); got != tc.want {
+			t.Errorf("keyList(%d names) = %q, want %q", len(tc.names), got, tc.want)
+		}
+	}
+}
