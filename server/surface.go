@@ -9,11 +9,14 @@ import (
 	"google.golang.org/grpc"
 )
 
-// The core's API for the surfaces beside it: packages that serve a wire
-// format of their own (Leaf's, in server/leaf) over the keys this package
-// holds. A surface owns its routes and their fast path; the core owns the
-// key table, the issuers' lifetimes, authorization, rate limits, metrics
-// and the error answers of the native API.
+// The core's API for the surfaces beside it: packages that serve the keys
+// this package holds in a format or a view of their own (server/leaf,
+// server/grpcapi, server/admin, server/dashboard). A surface owns its
+// routes and their fast path; the core owns the key table, the issuers'
+// lifetimes, authorization, rate limits, metrics, the answer budget and
+// the error answers of the native API.
+
+// Surfaces.
 
 // Surface is a set of HTTP routes served beside the core's, on the public
 // and the admin handler alike.
@@ -43,6 +46,14 @@ type Publisher interface {
 	Public(path string) bool
 }
 
+// A GRPCService is a Surface that serves gRPC: GRPCServer (and so Serve's
+// gRPC listener) registers it.
+type GRPCService interface {
+	RegisterGRPC(*grpc.Server)
+}
+
+// What a surface reads of the server.
+
 // Env is what the server gives its strategies and surfaces: the clock, the
 // logger, the config, the registry and the shared resources (closed with
 // the server).
@@ -58,15 +69,17 @@ func (s *Server) Lookup(name string) *Key { return s.lookup(name) }
 // new key or a deletion swaps in another table): read it, never write it.
 func (s *Server) Table() map[string]*Key { return s.table() }
 
-// WriteJSON answers status with v as JSON, as the native API does.
-func (s *Server) WriteJSON(w http.ResponseWriter, status int, v any) { s.writeJSON(w, status, v) }
+// RangeMax is the largest count a range request may ask for.
+func (s *Server) RangeMax() int { return s.rangeMax() }
 
-// WriteError answers status with the native API's error body
-// {"error":{"code":...,"message":...,"field":...}}; every 429 and 503
-// says Retry-After: 1.
-func (s *Server) WriteError(w http.ResponseWriter, status int, code, field, msg string) {
-	s.writeError(w, apiError{status: status, code: code, field: field, msg: msg})
+// Adopt serves an issuer a surface built and owns (one row of a table the
+// surface serves by name) through a Key that is not in the key table: its
+// IDs count in idmint_ids_issued_total under name, and Retire closes it.
+func (s *Server) Adopt(ctx context.Context, name string, kc KeyConfig, iss Issuer) (*Key, error) {
+	return s.wrap(ctx, name, kc, iss, false)
 }
+
+// Metrics.
 
 // Route returns the request metrics of the route called name (its
 // label in idmint_http_requests_total and the latency histogram). Call it
@@ -82,6 +95,21 @@ func (s *Server) Timed(route *Route, serve func(http.ResponseWriter, *http.Reque
 		route.Observe(st, s.clk.Mono()-start)
 	}
 }
+
+// ObserveKey counts an answer on route for the key called name, unless the
+// key hides its volume (then no metric counts its requests). k is the key
+// the request found, when it got that far.
+func (s *Server) ObserveKey(route *Route, name string, k *Key, status int, d time.Duration) {
+	if k == nil {
+		k = s.lookup(name)
+	}
+	if k != nil && k.hides {
+		return
+	}
+	route.Observe(status, d)
+}
+
+// Answers in the native API's format.
 
 // MethodOK answers 405 with an Allow header unless r.Method is one of
 // allowed (HEAD is allowed wherever GET is), and reports whether it is.
@@ -101,6 +129,16 @@ func (s *Server) CheckAdmin(w http.ResponseWriter, r *http.Request) int {
 	return 0
 }
 
+// WriteJSON answers status with v as JSON, as the native API does.
+func (s *Server) WriteJSON(w http.ResponseWriter, status int, v any) { s.writeJSON(w, status, v) }
+
+// WriteError answers status with the native API's error body
+// {"error":{"code":...,"message":...,"field":...}}; every 429 and 503
+// says Retry-After: 1.
+func (s *Server) WriteError(w http.ResponseWriter, status int, code, field, msg string) {
+	s.writeError(w, apiError{status: status, code: code, field: field, msg: msg})
+}
+
 // WriteAuthError answers a failed Key.Authorize (401 or 403) in the native
 // API's error body.
 func (s *Server) WriteAuthError(w http.ResponseWriter, status int) { s.writeAuthError(w, status) }
@@ -118,15 +156,72 @@ func (s *Server) WriteIssuerError(w http.ResponseWriter, err error, name string)
 // and in the log, at most once per RefusalLogEvery per key.
 func (s *Server) LogRefusal(k *Key, err error) { s.logRefusal(k, err) }
 
-// Adopt serves an issuer a surface built and owns (one row of a table the
-// surface serves by name) through a Key that is not in the key table: its
-// IDs count in idmint_ids_issued_total under name, and Retire closes it.
-func (s *Server) Adopt(ctx context.Context, name string, kc KeyConfig, iss Issuer) (*Key, error) {
-	return s.wrap(ctx, name, kc, iss, false)
+// Refusals for a surface that answers in a format of its own (gRPC).
+
+// ErrorAnswer is a refusal as the core answers it: an HTTP status, the
+// error body's code, field and message, and when to come back. A surface
+// with a wire format of its own (gRPC) translates it.
+type ErrorAnswer struct {
+	Status     int
+	Code       string
+	Field      string
+	Message    string
+	RetryAfter time.Duration
 }
+
+func answerOf(e apiError) ErrorAnswer {
+	return ErrorAnswer{Status: e.status, Code: e.code, Field: e.field, Message: e.msg, RetryAfter: e.retryAfter}
+}
+
+// IssuerRefused is the answer to k's issuer failing with err (400 for
+// the request's fault, otherwise 503); a 503 is recorded as LogRefusal
+// does.
+func (s *Server) IssuerRefused(k *Key, err error) ErrorAnswer {
+	return answerOf(s.issuerRefused(k, err))
+}
+
+// GoneAnswer is the answer to a request for the key called name that was
+// retired while it waited (Key.Hold returned false): 404 when the key was
+// deleted, 503 while the server shuts down.
+func (s *Server) GoneAnswer(name string) ErrorAnswer { return answerOf(s.goneError(name)) }
+
+// BudgetRefusal is the answer to a request HoldAnswer refused.
+func (s *Server) BudgetRefusal() ErrorAnswer { return answerOf(s.budgetRefusal()) }
+
+// The answer budget: bytes of answers held for clients that have not read
+// them yet.
+
+// HoldAnswer reserves, from the server's answer_budget, the estimated size
+// of an answer of n IDs of the key called name, before any is issued: 0
+// when the answer is small enough to go free, ok false when the budget
+// stayed spent (answer BudgetRefusal).
+func (s *Server) HoldAnswer(ctx context.Context, name string, n int) (held int64, ok bool) {
+	return s.holdAnswer(ctx, name, n)
+}
+
+// ReleaseAnswer gives back a reservation no answer used.
+func (s *Server) ReleaseAnswer(held int64) { s.budget.release(held) }
+
+// OweAnswer settles a reservation at the answer's encoded size and hands
+// it to the gRPC connection of ctx, which gives it back as the client
+// reads; text says the answer holds strings, whose bytes count twice.
+func (s *Server) OweAnswer(ctx context.Context, k *Key, n int, held, size int64, text bool) {
+	if held == 0 {
+		return
+	}
+	if text {
+		k.noteAnswer(n, 2*size)
+	}
+	s.owe(ctx, s.settle(held, size))
+}
+
+// A key as a surface uses it.
 
 // Name is the key's name.
 func (k *Key) Name() string { return k.name }
+
+// Strategy is the key's strategy's name.
+func (k *Key) Strategy() string { return k.cfg.Strategy }
 
 // Issuer is the key's issuer.
 func (k *Key) Issuer() Issuer { return k.issuer }
@@ -134,12 +229,25 @@ func (k *Key) Issuer() Issuer { return k.issuer }
 // Int64s is the issuer's Int64s, or nil when it issues strings.
 func (k *Key) Int64s() Int64s { return k.ints }
 
+// Strings is the issuer's Strings, or nil when it issues numbers.
+func (k *Key) Strings() Strings { return k.strs }
+
+// Ranger is the issuer's Ranger, or nil.
+func (k *Key) Ranger() Ranger { return k.ranger }
+
 // Decoder is the issuer's Decoder, or nil.
 func (k *Key) Decoder() Decoder { return k.dec }
+
+// Protected reports whether the key has tokens.
+func (k *Key) Protected() bool { return len(k.tokens) > 0 }
 
 // Authorize checks r's bearer token against the key's tokens: 0 when r may
 // use the key, otherwise 401 or 403 (see Server.WriteAuthError).
 func (k *Key) Authorize(r *http.Request) int { return authorize(r, k.tokens) }
+
+// AuthorizeValue is Authorize for a credential that does not come in an
+// HTTP request (gRPC's "authorization" metadata): h is the header's value.
+func (k *Key) AuthorizeValue(h string) int { return authorizeValue(h, k.tokens) }
 
 // Allow takes one request from the key's rate limit. When none is left it
 // returns false and how long until one will be.
@@ -148,6 +256,13 @@ func (k *Key) Allow() (bool, time.Duration) {
 		return true, 0
 	}
 	return k.limiter.allow()
+}
+
+// Headers are what every answer says about the key: its strategy, its
+// generation (new each time a key of that name is built) and, for a key
+// with a leader, the leader's node (nil for none).
+func (k *Key) Headers() (strategy, generation, leader []string) {
+	return k.hdr.strategy, k.hdr.generation, k.hdr.leaderValue()
 }
 
 // Hold keeps the key's issuer open until Release: every use of the issuer
@@ -185,102 +300,3 @@ func (k *Key) HidesVolume() bool { return k.hides }
 // Retire closes the key's issuer after its last Hold ends (or when ctx
 // does). For keys a surface adopted; the server retires its own.
 func (k *Key) Retire(ctx context.Context) error { return retire(ctx, k) }
-
-// A GRPCService is a Surface that serves gRPC: GRPCServer (and so Serve's
-// gRPC listener) registers it.
-type GRPCService interface {
-	RegisterGRPC(*grpc.Server)
-}
-
-// ErrorAnswer is a refusal as the core answers it: an HTTP status, the
-// error body's code, field and message, and when to come back. A surface
-// with a wire format of its own (gRPC) translates it.
-type ErrorAnswer struct {
-	Status     int
-	Code       string
-	Field      string
-	Message    string
-	RetryAfter time.Duration
-}
-
-func answerOf(e apiError) ErrorAnswer {
-	return ErrorAnswer{Status: e.status, Code: e.code, Field: e.field, Message: e.msg, RetryAfter: e.retryAfter}
-}
-
-// IssuerRefused is the answer to k's issuer failing with err (400 for
-// the request's fault, otherwise 503); a 503 is recorded as LogRefusal
-// does.
-func (s *Server) IssuerRefused(k *Key, err error) ErrorAnswer {
-	return answerOf(s.issuerRefused(k, err))
-}
-
-// GoneAnswer is the answer to a request for the key called name that was
-// retired while it waited (Key.Hold returned false): 404 when the key was
-// deleted, 503 while the server shuts down.
-func (s *Server) GoneAnswer(name string) ErrorAnswer { return answerOf(s.goneError(name)) }
-
-// BudgetRefusal is the answer to a request HoldAnswer refused.
-func (s *Server) BudgetRefusal() ErrorAnswer { return answerOf(s.budgetRefusal()) }
-
-// HoldAnswer reserves, from the server's answer_budget, the estimated size
-// of an answer of n IDs of the key called name, before any is issued: 0
-// when the answer is small enough to go free, ok false when the budget
-// stayed spent (answer BudgetRefusal).
-func (s *Server) HoldAnswer(ctx context.Context, name string, n int) (held int64, ok bool) {
-	return s.holdAnswer(ctx, name, n)
-}
-
-// ReleaseAnswer gives back a reservation no answer used.
-func (s *Server) ReleaseAnswer(held int64) { s.budget.release(held) }
-
-// OweAnswer settles a reservation at the answer's encoded size and hands
-// it to the gRPC connection of ctx, which gives it back as the client
-// reads; text says the answer holds strings, whose bytes count twice.
-func (s *Server) OweAnswer(ctx context.Context, k *Key, n int, held, size int64, text bool) {
-	if held == 0 {
-		return
-	}
-	if text {
-		k.noteAnswer(n, 2*size)
-	}
-	s.owe(ctx, s.settle(held, size))
-}
-
-// ObserveKey counts an answer on route for the key called name, unless the
-// key hides its volume (then no metric counts its requests). k is the key
-// the request found, when it got that far.
-func (s *Server) ObserveKey(route *Route, name string, k *Key, status int, d time.Duration) {
-	if k == nil {
-		k = s.lookup(name)
-	}
-	if k != nil && k.hides {
-		return
-	}
-	route.Observe(status, d)
-}
-
-// RangeMax is the largest count a range request may ask for.
-func (s *Server) RangeMax() int { return s.rangeMax() }
-
-// Strategy is the key's strategy's name.
-func (k *Key) Strategy() string { return k.cfg.Strategy }
-
-// Strings is the issuer's Strings, or nil when it issues numbers.
-func (k *Key) Strings() Strings { return k.strs }
-
-// Ranger is the issuer's Ranger, or nil.
-func (k *Key) Ranger() Ranger { return k.ranger }
-
-// AuthorizeValue is Authorize for a credential that does not come in an
-// HTTP request (gRPC's "authorization" metadata): h is the header's value.
-func (k *Key) AuthorizeValue(h string) int { return authorizeValue(h, k.tokens) }
-
-// Protected reports whether the key has tokens.
-func (k *Key) Protected() bool { return len(k.tokens) > 0 }
-
-// Headers are what every answer says about the key: its strategy, its
-// generation (new each time a key of that name is built) and, for a key
-// with a leader, the leader's node (nil for none).
-func (k *Key) Headers() (strategy, generation, leader []string) {
-	return k.hdr.strategy, k.hdr.generation, k.hdr.leaderValue()
-}
