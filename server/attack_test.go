@@ -62,7 +62,7 @@ func TestAttackRetryAfterAlways(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, st := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
 		w := httptest.NewRecorder()
-		f.s.writeError(w, apiError{status: st, code: CodeUnavailable, msg: "x"})
+		f.s.WriteError(w, ErrorAnswer{Status: st, Code: CodeUnavailable, Message: "x"})
 		if w.Header().Get("Retry-After") == "" {
 			t.Errorf("%d without Retry-After", st)
 		}

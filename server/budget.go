@@ -133,10 +133,11 @@ func (b *answerBudget) inUse() int64 {
 	return b.used
 }
 
-// budgetRefusal is the answer to a request that found the budget spent.
-func (s *Server) budgetRefusal() apiError {
-	return apiError{status: 503, code: CodeUnavailable, field: "answer_budget", retryAfter: time.Second,
-		msg: "the server already holds answer_budget (" + strconv.FormatInt(s.budget.limit, 10) +
+// BudgetRefusal is the answer to a request that found the budget spent
+// (HoldAnswer refused it).
+func (s *Server) BudgetRefusal() ErrorAnswer {
+	return ErrorAnswer{Status: 503, Code: CodeUnavailable, Field: "answer_budget", RetryAfter: time.Second,
+		Message: "the server already holds answer_budget (" + strconv.FormatInt(s.budget.limit, 10) +
 			" bytes) of answers that their clients have not read yet; retry, or ask for fewer IDs"}
 }
 

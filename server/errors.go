@@ -35,40 +35,45 @@ const (
 	CodeUnavailable      = "unavailable"
 )
 
-// apiError is an error answer: status, code, the field it concerns, and a
-// message naming the value.
-type apiError struct {
-	status     int
-	code       string
-	field      string
-	msg        string
-	retryAfter time.Duration
+// ErrorAnswer is a refusal as the core answers it: an HTTP status, the
+// error body's code, the field it concerns, a message naming the value,
+// and when to come back. A surface with a wire format of its own (gRPC)
+// translates it.
+type ErrorAnswer struct {
+	Status     int
+	Code       string
+	Field      string
+	Message    string
+	RetryAfter time.Duration
 }
 
-func (s *Server) writeError(w http.ResponseWriter, e apiError) {
+// WriteError answers e in the native API's error body
+// {"error":{"code":...,"message":...,"field":...}}; every 429 and 503
+// says when to come back (Retry-After, 1 s at least).
+func (s *Server) WriteError(w http.ResponseWriter, e ErrorAnswer) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if e.retryAfter <= 0 && (e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable) {
+	if e.RetryAfter <= 0 && (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) {
 		// Every 429 and 503 says when to come back (RFC 9110 10.2.3).
-		e.retryAfter = time.Second
+		e.RetryAfter = time.Second
 	}
-	if e.retryAfter > 0 {
-		secs := int64((e.retryAfter + time.Second - 1) / time.Second)
+	if e.RetryAfter > 0 {
+		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	if e.status == http.StatusUnauthorized {
+	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="idmint"`)
 	}
-	w.WriteHeader(e.status)
-	b := make([]byte, 0, 128+len(e.msg))
+	w.WriteHeader(e.Status)
+	b := make([]byte, 0, 128+len(e.Message))
 	b = append(b, `{"error":{"code":`...)
-	b = wire.AppendJSONString(b, e.code)
+	b = wire.AppendJSONString(b, e.Code)
 	b = append(b, `,"message":`...)
-	b = wire.AppendJSONString(b, e.msg)
-	if e.field != "" {
+	b = wire.AppendJSONString(b, e.Message)
+	if e.Field != "" {
 		b = append(b, `,"field":`...)
-		b = wire.AppendJSONString(b, e.field)
+		b = wire.AppendJSONString(b, e.Field)
 	}
 	b = append(b, "}}\n"...)
 	w.Write(b)
@@ -76,23 +81,23 @@ func (s *Server) writeError(w http.ResponseWriter, e apiError) {
 
 func (s *Server) writeAuthError(w http.ResponseWriter, status int) {
 	if status == http.StatusUnauthorized {
-		s.writeError(w, apiError{status: status, code: CodeUnauthorized, field: "Authorization", msg: "a bearer token is required: send Authorization: Bearer <token>"})
+		s.WriteError(w, ErrorAnswer{Status: status, Code: CodeUnauthorized, Field: "Authorization", Message: "a bearer token is required: send Authorization: Bearer <token>"})
 		return
 	}
-	s.writeError(w, apiError{status: status, code: CodeForbidden, field: "Authorization", msg: "this token may not do that (or this client may not: without admin_token only loopback clients may administer)"})
+	s.WriteError(w, ErrorAnswer{Status: status, Code: CodeForbidden, Field: "Authorization", Message: "this token may not do that (or this client may not: without admin_token only loopback clients may administer)"})
 }
 
 // issuerError maps an issuer's failure to an answer: the request's fault
 // (InputError) is 400; everything else is the server refusing for now
 // (clock, lease, store): 503 with Retry-After.
-func issuerError(err error, key string) apiError {
+func issuerError(err error, key string) ErrorAnswer {
 	var ie *InputError
 	if errors.As(err, &ie) {
 		code := CodeBadCount
 		if ie.Field != "count" && ie.Field != "" {
 			code = "bad_" + strings.SplitN(ie.Field, ".", 2)[0]
 		}
-		return apiError{status: http.StatusBadRequest, code: code, field: ie.Field, msg: ie.Error()}
+		return ErrorAnswer{Status: http.StatusBadRequest, Code: code, Field: ie.Field, Message: ie.Error()}
 	}
 	retry := time.Second
 	var ra RetryAfter
@@ -100,7 +105,7 @@ func issuerError(err error, key string) apiError {
 		retry = ra.RetryAfter()
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "key " + strconv.Quote(key) + ": request cancelled or timed out: " + err.Error(), retryAfter: retry}
+		return ErrorAnswer{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "key " + strconv.Quote(key) + ": request cancelled or timed out: " + err.Error(), RetryAfter: retry}
 	}
-	return apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "key " + strconv.Quote(key) + ": cannot issue now: " + err.Error(), retryAfter: retry}
+	return ErrorAnswer{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "key " + strconv.Quote(key) + ": cannot issue now: " + err.Error(), RetryAfter: retry}
 }

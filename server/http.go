@@ -63,7 +63,7 @@ func (s *Server) v1Hot(w http.ResponseWriter, r *http.Request, p string) bool {
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, apiError{status: http.StatusNotFound, code: CodeNotFound, field: "path", msg: "no such endpoint: " + strconv.Quote(wire.Trunc(r.URL.Path))})
+	s.WriteError(w, ErrorAnswer{Status: http.StatusNotFound, Code: CodeNotFound, Field: "path", Message: "no such endpoint: " + strconv.Quote(wire.Trunc(r.URL.Path))})
 	s.metrics.observe(routeOther, http.StatusNotFound, 0)
 }
 
@@ -83,19 +83,20 @@ func (s *Server) methodOK(w http.ResponseWriter, r *http.Request, allowed ...str
 		allow += m
 	}
 	w.Header().Set("Allow", allow)
-	s.writeError(w, apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, field: "method", msg: "method " + strconv.Quote(wire.Trunc(r.Method)) + " is not allowed here; allowed: " + allow})
+	s.WriteError(w, ErrorAnswer{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Field: "method", Message: "method " + strconv.Quote(wire.Trunc(r.Method)) + " is not allowed here; allowed: " + allow})
 	return false
 }
 
-// goneError answers a request for a key retired meanwhile: 404 when the
-// key was deleted, 503 with Retry-After when the whole server is shutting
-// down (the key exists; another node, or this one restarted, serves it),
-// so a client retries elsewhere instead of taking it for a bad key.
-func (s *Server) goneError(name string) apiError {
+// GoneAnswer answers a request for a key retired meanwhile (Key.Hold
+// returned false): 404 when the key was deleted, 503 with Retry-After
+// when the whole server is shutting down (the key exists; another node,
+// or this one restarted, serves it), so a client retries elsewhere
+// instead of taking it for a bad key.
+func (s *Server) GoneAnswer(name string) ErrorAnswer {
 	if s.closed.Load() {
-		return apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, field: "key", msg: "the server is shutting down; key " + strconv.Quote(name) + " is served again after its restart or by another node", retryAfter: time.Second}
+		return ErrorAnswer{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Field: "key", Message: "the server is shutting down; key " + strconv.Quote(name) + " is served again after its restart or by another node", RetryAfter: time.Second}
 	}
-	return apiError{status: http.StatusNotFound, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)}
+	return ErrorAnswer{Status: http.StatusNotFound, Code: CodeUnknownKey, Field: "key", Message: "no key called " + strconv.Quote(name)}
 }
 
 // acquire resolves the {key} of a request: name validity, existence, the
@@ -106,10 +107,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*
 	k := s.lookup(name)
 	if k == nil {
 		if err := CheckName(name); err != nil {
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadKey, field: "key", msg: err.Error()})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadKey, Field: "key", Message: err.Error()})
 			return nil, http.StatusBadRequest
 		}
-		s.writeError(w, apiError{status: http.StatusNotFound, code: CodeUnknownKey, field: "key", msg: "no key called " + strconv.Quote(name)})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusNotFound, Code: CodeUnknownKey, Field: "key", Message: "no key called " + strconv.Quote(name)})
 		return nil, http.StatusNotFound
 	}
 	if st := authorize(r, k.tokens); st != 0 {
@@ -119,16 +120,16 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*
 	k.hdr.set(w.Header())
 	if k.limiter != nil {
 		if ok, wait := k.limiter.allow(); !ok {
-			s.writeError(w, apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, field: "key", msg: "key " + strconv.Quote(name) + " is limited to " + strconv.FormatFloat(k.cfg.RateLimit, 'g', -1, 64) + " requests per second", retryAfter: wait})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Field: "key", Message: "key " + strconv.Quote(name) + " is limited to " + strconv.FormatFloat(k.cfg.RateLimit, 'g', -1, 64) + " requests per second", RetryAfter: wait})
 			return nil, http.StatusTooManyRequests
 		}
 	}
 	k.mu.RLock()
 	if k.gone {
 		k.mu.RUnlock()
-		e := s.goneError(name)
-		s.writeError(w, e)
-		return nil, e.status
+		e := s.GoneAnswer(name)
+		s.WriteError(w, e)
+		return nil, e.Status
 	}
 	return k, 0
 }
@@ -183,29 +184,29 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 	}
 	n, err := parseCount(r.URL.RawQuery, max)
 	if err != nil {
-		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadCount, Field: "count", Message: err.Error()})
 		return 0, nil, http.StatusBadRequest
 	}
 	if v, ok, e := bodyCount(r, s.cfg.MaxBodyBytes); e != nil {
-		s.writeError(w, *e)
-		return 0, nil, e.status
+		s.WriteError(w, *e)
+		return 0, nil, e.Status
 	} else if ok {
 		if strings.Contains(r.URL.RawQuery, "count=") {
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count",
-				msg: "count is given both in the query and in the body; give it once"})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadCount, Field: "count",
+				Message: "count is given both in the query and in the body; give it once"})
 			return 0, nil, http.StatusBadRequest
 		}
 		if n, err = countValue(v, max); err != nil {
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadCount, field: "count", msg: err.Error()})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadCount, Field: "count", Message: err.Error()})
 			return 0, nil, http.StatusBadRequest
 		}
 	}
 	if held != nil && r.Method != http.MethodHead {
 		h, ok := s.holdAnswer(r.Context(), name, n)
 		if !ok {
-			e := s.budgetRefusal()
-			s.writeError(w, e)
-			return 0, nil, e.status
+			e := s.BudgetRefusal()
+			s.WriteError(w, e)
+			return 0, nil, e.Status
 		}
 		*held = h
 	}
@@ -215,8 +216,8 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 		// string is refused as a missing token, not as a stray parameter.
 		if p := unknownParam(r.URL.RawQuery); p != "" {
 			k.mu.RUnlock()
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadParam, field: wire.Trunc(p),
-				msg: fmt.Sprintf("unknown query parameter %q: this route reads only count", wire.Trunc(p))})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadParam, Field: wire.Trunc(p),
+				Message: fmt.Sprintf("unknown query parameter %q: this route reads only count", wire.Trunc(p))})
 			return 0, nil, http.StatusBadRequest
 		}
 	}
@@ -247,7 +248,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 	// with it a DELETE of the key and all key administration behind it.
 	if strategy != "" && k.cfg.Strategy != strategy {
 		k.mu.RUnlock()
-		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " uses strategy " + strconv.Quote(k.cfg.Strategy) + ", not " + strconv.Quote(strategy)})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeUnsupported, Field: "key", Message: "key " + strconv.Quote(k.name) + " uses strategy " + strconv.Quote(k.cfg.Strategy) + ", not " + strconv.Quote(strategy)})
 		return http.StatusBadRequest, k
 	}
 	bp := bytePool.Get().(*[]byte)
@@ -327,9 +328,9 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 var jsonType = []string{"application/json"}
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *Key, err error) int {
-	e := s.issuerRefused(k, err)
-	s.writeError(w, e)
-	return e.status
+	e := s.IssuerRefused(k, err)
+	s.WriteError(w, e)
+	return e.Status
 }
 
 // MaxRangeCount is the most IDs a range request may ask for when max_count
@@ -364,7 +365,7 @@ func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string)
 	}
 	if k.ranger == nil {
 		k.mu.RUnlock()
-		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(k.name) + " (strategy " + strconv.Quote(k.cfg.Strategy) + ") does not hand out contiguous ranges; use /v1/keys/{key}/ids"})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeUnsupported, Field: "key", Message: "key " + strconv.Quote(k.name) + " (strategy " + strconv.Quote(k.cfg.Strategy) + ") does not hand out contiguous ranges; use /v1/keys/{key}/ids"})
 		return http.StatusBadRequest, k
 	}
 	first, got, err := k.ranger.NextRange(r.Context(), int64(n))
@@ -407,18 +408,18 @@ func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
 	layout, hasLayout, err1 := wire.QueryValue(r.URL.RawQuery, "layout")
 	keyName, hasKey, err2 := wire.QueryValue(r.URL.RawQuery, "key")
 	if err := errors.Join(err1, err2); err != nil {
-		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout", msg: err.Error()})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadLayout, Field: "layout", Message: err.Error()})
 		return http.StatusBadRequest
 	}
 	var dec func(string) (Decoded, error)
 	switch {
 	case hasLayout && hasKey:
-		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout", msg: "give layout or key, not both"})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadLayout, Field: "layout", Message: "give layout or key, not both"})
 		return http.StatusBadRequest
 	case hasLayout:
 		l, err := lookupLayout(s.reg, s.cfg, layout)
 		if err != nil {
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout", msg: err.Error() + "; known: " + joinNames(s.reg.Layouts())})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadLayout, Field: "layout", Message: err.Error() + "; known: " + joinNames(s.reg.Layouts())})
 			return http.StatusBadRequest
 		}
 		dec = l.Decode
@@ -428,8 +429,8 @@ func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
 			if keyName == "" {
 				// Without a default snowflake key there is nothing to
 				// decode by; say what to pass, not "bad key name".
-				s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadLayout, field: "layout",
-					msg: "missing: pass layout=NAME (" + joinNames(s.reg.Layouts()) + ") or key=KEY; this server has no snowflake key to default to (leaf_snowflake_key)"})
+				s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadLayout, Field: "layout",
+					Message: "missing: pass layout=NAME (" + joinNames(s.reg.Layouts()) + ") or key=KEY; this server has no snowflake key to default to (leaf_snowflake_key)"})
 				return http.StatusBadRequest
 			}
 		}
@@ -440,14 +441,14 @@ func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
 		d := k.dec
 		k.mu.RUnlock()
 		if d == nil {
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeUnsupported, field: "key", msg: "key " + strconv.Quote(keyName) + " has no decoder; pass layout="})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeUnsupported, Field: "key", Message: "key " + strconv.Quote(keyName) + " has no decoder; pass layout="})
 			return http.StatusBadRequest
 		}
 		dec = d.Decode
 	}
 	p, err := dec(id)
 	if err != nil {
-		s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadID, field: "id", msg: err.Error()})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadID, Field: "id", Message: err.Error()})
 		return http.StatusBadRequest
 	}
 	// The answer is built by idparts, as `idmint decode --json` builds it.
@@ -469,7 +470,7 @@ func joinNames(ns []string) string {
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.writeError(w, apiError{status: http.StatusInternalServerError, code: "internal", msg: "encode answer: " + err.Error()})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusInternalServerError, Code: "internal", Message: "encode answer: " + err.Error()})
 		return
 	}
 	h := w.Header()
@@ -495,7 +496,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.readyErr(ctx); err != nil {
-		s.writeError(w, apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "not ready: " + err.Error(), retryAfter: time.Second})
+		s.WriteError(w, ErrorAnswer{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: " + err.Error(), RetryAfter: time.Second})
 		s.metrics.observe(routeReady, http.StatusServiceUnavailable, 0)
 		return
 	}

@@ -24,11 +24,11 @@ type refusalLog struct {
 	uiSuppressed atomic.Int64 // refusals not listed since the key's last entry
 }
 
-// issuerRefused maps an issuer's error to the answer and logs the server's
+// IssuerRefused maps an issuer's error to the answer and logs the server's
 // refusals (5xx) at a bounded rate.
-func (s *Server) issuerRefused(k *Key, err error) apiError {
+func (s *Server) IssuerRefused(k *Key, err error) ErrorAnswer {
 	e := issuerError(err, k.name)
-	if e.status >= 500 {
+	if e.Status >= 500 {
 		s.logRefusal(k, err)
 	}
 	return e
@@ -91,7 +91,7 @@ func (s *Server) listRefusal(k *Key, err error) {
 		return
 	}
 	e := Refusal{Time: s.clk.Now().UTC(), Key: k.name, Strategy: k.cfg.Strategy,
-		Code: issuerError(err, k.name).code, Error: err.Error(), Count: 1 + k.refusals.uiSuppressed.Swap(0)}
+		Code: issuerError(err, k.name).Code, Error: err.Error(), Count: 1 + k.refusals.uiSuppressed.Swap(0)}
 	if len(e.Error) > refusalErrorLen {
 		e.Error = strings.ToValidUTF8(e.Error[:refusalErrorLen], "") + "…"
 	}

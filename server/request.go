@@ -45,17 +45,17 @@ type countBody struct {
 // bodyCount reads the count of a POST's JSON body {"count": N}. It reports
 // whether the body gave one; an empty body gives none. A body that is not
 // that JSON object is an error naming what is wrong, never ignored.
-func bodyCount(r *http.Request, limit int64) (string, bool, *apiError) {
+func bodyCount(r *http.Request, limit int64) (string, bool, *ErrorAnswer) {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return "", false, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return "", false, &apiError{status: http.StatusBadRequest, code: CodeBadBody, field: "body", msg: "reading the body: " + err.Error()}
+		return "", false, &ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadBody, Field: "body", Message: "reading the body: " + err.Error()}
 	}
 	if int64(len(b)) > limit {
-		return "", false, &apiError{status: http.StatusRequestEntityTooLarge, code: CodeBodyTooLarge, field: "body",
-			msg: fmt.Sprintf("the body is larger than %d bytes (max_body_bytes)", limit)}
+		return "", false, &ErrorAnswer{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge, Field: "body",
+			Message: fmt.Sprintf("the body is larger than %d bytes (max_body_bytes)", limit)}
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return "", false, nil
@@ -69,7 +69,7 @@ func bodyCount(r *http.Request, limit int64) (string, bool, *apiError) {
 		if err != nil {
 			msg += ": " + strings.TrimPrefix(err.Error(), "json: ")
 		}
-		return "", false, &apiError{status: http.StatusBadRequest, code: CodeBadBody, field: "body", msg: msg}
+		return "", false, &ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadBody, Field: "body", Message: msg}
 	}
 	if cb.Count == nil {
 		return "", false, nil

@@ -343,7 +343,7 @@ func (s *Server) canonical(h http.Handler) http.Handler {
 		hd[HeaderNode] = s.node
 		p := r.URL.Path
 		if !canonicalPath(p) {
-			s.writeError(w, apiError{status: http.StatusBadRequest, code: CodeBadPath, field: "path", msg: "path " + strconv.Quote(wire.Trunc(p)) + " is not in canonical form"})
+			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadPath, Field: "path", Message: "path " + strconv.Quote(wire.Trunc(p)) + " is not in canonical form"})
 			return
 		}
 		if s.hot(w, r, p) {
@@ -421,7 +421,7 @@ func (s *Server) AdminHandler() http.Handler {
 		// served to anyone reaching the listener (the page then asks for
 		// the token); without one, to loopback only, like the rest.
 		if e := s.adminCheck(r); e != nil && !(len(s.adminToken) > 0 && s.public(r.URL.Path)) {
-			s.writeError(w, *e)
+			s.WriteError(w, *e)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -451,7 +451,7 @@ func (s *Server) public(path string) bool {
 // adminCheck returns nil when r may administer: it carries the admin
 // token, or no admin token is configured and it comes from loopback (see
 // browserGuard). Otherwise it returns the refusal to write.
-func (s *Server) adminCheck(r *http.Request) *apiError {
+func (s *Server) adminCheck(r *http.Request) *ErrorAnswer {
 	st := 0
 	if len(s.adminToken) > 0 {
 		st = authorize(r, s.adminToken)
@@ -464,9 +464,9 @@ func (s *Server) adminCheck(r *http.Request) *apiError {
 	case 0:
 		return nil
 	case http.StatusUnauthorized:
-		return &apiError{status: st, code: CodeUnauthorized, field: "Authorization", msg: "a bearer token is required: send Authorization: Bearer <token>"}
+		return &ErrorAnswer{Status: st, Code: CodeUnauthorized, Field: "Authorization", Message: "a bearer token is required: send Authorization: Bearer <token>"}
 	}
-	return &apiError{status: st, code: CodeForbidden, field: "Authorization", msg: "this token may not do that (or this client may not: without admin_token only loopback clients may administer)"}
+	return &ErrorAnswer{Status: st, Code: CodeForbidden, Field: "Authorization", Message: "this token may not do that (or this client may not: without admin_token only loopback clients may administer)"}
 }
 
 // browserGuard refuses what a web page can make the operator's browser
@@ -475,20 +475,20 @@ func (s *Server) adminCheck(r *http.Request) *apiError {
 // the page's own name resolved to 127.0.0.1), a cross-site request
 // (Sec-Fetch-Site, Origin), and a POST that is not JSON (a page can post
 // text/plain, forms and multipart without a preflight, never JSON).
-func browserGuard(r *http.Request) *apiError {
+func browserGuard(r *http.Request) *ErrorAnswer {
 	if !loopbackName(r.Host) {
-		return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Host",
-			msg: fmt.Sprintf("Host %q is not a loopback name: without admin_token, administration answers only requests addressed to localhost or a loopback address (a DNS-rebinding page sends its own name); set admin_token to administer under another name", wire.Trunc(r.Host))}
+		return &ErrorAnswer{Status: http.StatusForbidden, Code: CodeForbidden, Field: "Host",
+			Message: fmt.Sprintf("Host %q is not a loopback name: without admin_token, administration answers only requests addressed to localhost or a loopback address (a DNS-rebinding page sends its own name); set admin_token to administer under another name", wire.Trunc(r.Host))}
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Sec-Fetch-Site",
-			msg: fmt.Sprintf("a %s request from a web page may not administer a server without admin_token", wire.Trunc(site))}
+		return &ErrorAnswer{Status: http.StatusForbidden, Code: CodeForbidden, Field: "Sec-Fetch-Site",
+			Message: fmt.Sprintf("a %s request from a web page may not administer a server without admin_token", wire.Trunc(site))}
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return &apiError{status: http.StatusForbidden, code: CodeForbidden, field: "Origin",
-				msg: fmt.Sprintf("Origin %q is not this server (%q): a page of another origin may not administer a server without admin_token", wire.Trunc(o), wire.Trunc(r.Host))}
+			return &ErrorAnswer{Status: http.StatusForbidden, Code: CodeForbidden, Field: "Origin",
+				Message: fmt.Sprintf("Origin %q is not this server (%q): a page of another origin may not administer a server without admin_token", wire.Trunc(o), wire.Trunc(r.Host))}
 		}
 	}
 	// POST is the one write a page can send cross-origin without a
@@ -496,8 +496,8 @@ func browserGuard(r *http.Request) *apiError {
 	// no CORS): it must be JSON, which a page cannot send unasked.
 	if r.Method == http.MethodPost {
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			return &apiError{status: http.StatusUnsupportedMediaType, code: CodeBadBody, field: "Content-Type",
-				msg: fmt.Sprintf("Content-Type %q: administration writes must send Content-Type: application/json", wire.Trunc(r.Header.Get("Content-Type")))}
+			return &ErrorAnswer{Status: http.StatusUnsupportedMediaType, Code: CodeBadBody, Field: "Content-Type",
+				Message: fmt.Sprintf("Content-Type %q: administration writes must send Content-Type: application/json", wire.Trunc(r.Header.Get("Content-Type")))}
 		}
 	}
 	return nil

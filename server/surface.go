@@ -123,21 +123,14 @@ func (s *Server) MethodOK(w http.ResponseWriter, r *http.Request, allowed ...str
 // the refusal's status, or 0 when r may go on.
 func (s *Server) CheckAdmin(w http.ResponseWriter, r *http.Request) int {
 	if e := s.adminCheck(r); e != nil {
-		s.writeError(w, *e)
-		return e.status
+		s.WriteError(w, *e)
+		return e.Status
 	}
 	return 0
 }
 
 // WriteJSON answers status with v as JSON, as the native API does.
 func (s *Server) WriteJSON(w http.ResponseWriter, status int, v any) { s.writeJSON(w, status, v) }
-
-// WriteError answers status with the native API's error body
-// {"error":{"code":...,"message":...,"field":...}}; every 429 and 503
-// says Retry-After: 1.
-func (s *Server) WriteError(w http.ResponseWriter, status int, code, field, msg string) {
-	s.writeError(w, apiError{status: status, code: code, field: field, msg: msg})
-}
 
 // WriteAuthError answers a failed Key.Authorize (401 or 403) in the native
 // API's error body.
@@ -148,45 +141,17 @@ func (s *Server) WriteAuthError(w http.ResponseWriter, status int) { s.writeAuth
 // fault, otherwise 503 with Retry-After. It returns the status.
 func (s *Server) WriteIssuerError(w http.ResponseWriter, err error, name string) int {
 	e := issuerError(err, name)
-	s.writeError(w, e)
-	return e.status
+	s.WriteError(w, e)
+	return e.Status
 }
 
 // LogRefusal records k's issuer refusing (a 503): on the dashboard's list
 // and in the log, at most once per RefusalLogEvery per key.
 func (s *Server) LogRefusal(k *Key, err error) { s.logRefusal(k, err) }
 
-// Refusals for a surface that answers in a format of its own (gRPC).
-
-// ErrorAnswer is a refusal as the core answers it: an HTTP status, the
-// error body's code, field and message, and when to come back. A surface
-// with a wire format of its own (gRPC) translates it.
-type ErrorAnswer struct {
-	Status     int
-	Code       string
-	Field      string
-	Message    string
-	RetryAfter time.Duration
-}
-
-func answerOf(e apiError) ErrorAnswer {
-	return ErrorAnswer{Status: e.status, Code: e.code, Field: e.field, Message: e.msg, RetryAfter: e.retryAfter}
-}
-
-// IssuerRefused is the answer to k's issuer failing with err (400 for
-// the request's fault, otherwise 503); a 503 is recorded as LogRefusal
-// does.
-func (s *Server) IssuerRefused(k *Key, err error) ErrorAnswer {
-	return answerOf(s.issuerRefused(k, err))
-}
-
-// GoneAnswer is the answer to a request for the key called name that was
-// retired while it waited (Key.Hold returned false): 404 when the key was
-// deleted, 503 while the server shuts down.
-func (s *Server) GoneAnswer(name string) ErrorAnswer { return answerOf(s.goneError(name)) }
-
-// BudgetRefusal is the answer to a request HoldAnswer refused.
-func (s *Server) BudgetRefusal() ErrorAnswer { return answerOf(s.budgetRefusal()) }
+// Refusals for a surface that answers in a format of its own (gRPC):
+// ErrorAnswer (errors.go), IssuerRefused (refusals.go), GoneAnswer
+// (http.go), BudgetRefusal (budget.go).
 
 // The answer budget: bytes of answers held for clients that have not read
 // them yet.

@@ -55,7 +55,7 @@ func (s *surface) serveKeys(w http.ResponseWriter, r *http.Request) int {
 	}
 	limit, after, err := parsePage(r.URL.RawQuery)
 	if err != nil {
-		s.s.WriteError(w, http.StatusBadRequest, server.CodeBadPage, err.field, err.Error())
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadPage, Field: err.field, Message: err.Error()})
 		return http.StatusBadRequest
 	}
 	t := s.s.Table()
@@ -140,7 +140,7 @@ func (s *surface) readBody(w http.ResponseWriter, r *http.Request, v any) int {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		s.s.WriteError(w, http.StatusRequestEntityTooLarge, server.CodeBodyTooLarge, "body", fmt.Sprintf("body is larger than %d bytes (max_body_bytes)", mbe.Limit))
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusRequestEntityTooLarge, Code: server.CodeBodyTooLarge, Field: "body", Message: fmt.Sprintf("body is larger than %d bytes (max_body_bytes)", mbe.Limit)})
 		return http.StatusRequestEntityTooLarge
 	}
 	field := "body"
@@ -151,7 +151,7 @@ func (s *surface) readBody(w http.ResponseWriter, r *http.Request, v any) int {
 	if strings.HasPrefix(err.Error(), "json: unknown field ") {
 		field = strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 	}
-	s.s.WriteError(w, http.StatusBadRequest, server.CodeBadBody, field, "bad JSON body: "+err.Error())
+	s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadBody, Field: field, Message: "bad JSON body: " + err.Error()})
 	return http.StatusBadRequest
 }
 
@@ -175,16 +175,16 @@ func (s *surface) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
 		if field == "" {
 			field = "name"
 		}
-		s.s.WriteError(w, http.StatusBadRequest, "bad_"+strings.SplitN(strings.SplitN(field, "[", 2)[0], ".", 2)[0], field, strings.Join(msgs, "; "))
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: "bad_" + strings.SplitN(strings.SplitN(field, "[", 2)[0], ".", 2)[0], Field: field, Message: strings.Join(msgs, "; ")})
 		return http.StatusBadRequest
 	case errors.As(err, &ie) && ie.Field == "name":
-		s.s.WriteError(w, http.StatusBadRequest, server.CodeBadKey, "name", ie.Error())
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadKey, Field: "name", Message: ie.Error()})
 		return http.StatusBadRequest
 	case errors.Is(err, server.ErrKeyExists):
-		s.s.WriteError(w, http.StatusConflict, server.CodeConflict, "name", "key "+strconv.Quote(req.Name)+" exists")
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusConflict, Code: server.CodeConflict, Field: "name", Message: "key " + strconv.Quote(req.Name) + " exists"})
 		return http.StatusConflict
 	case errors.Is(err, server.ErrTooManyKeys):
-		s.s.WriteError(w, http.StatusTooManyRequests, server.CodeRateLimited, "max_keys", err.Error()+": delete keys, or raise max_keys in the config")
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusTooManyRequests, Code: server.CodeRateLimited, Field: "max_keys", Message: err.Error() + ": delete keys, or raise max_keys in the config"})
 		return http.StatusTooManyRequests
 	case err != nil:
 		return s.s.WriteIssuerError(w, err, req.Name)
@@ -205,11 +205,11 @@ func (s *surface) serveKey(w http.ResponseWriter, r *http.Request) int {
 	}
 	name := r.PathValue("key")
 	if err := server.CheckName(name); err != nil {
-		s.s.WriteError(w, http.StatusBadRequest, server.CodeBadKey, "key", err.Error())
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadKey, Field: "key", Message: err.Error()})
 		return http.StatusBadRequest
 	}
 	notFound := func() int {
-		s.s.WriteError(w, http.StatusNotFound, server.CodeUnknownKey, "key", "no key called "+strconv.Quote(name))
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusNotFound, Code: server.CodeUnknownKey, Field: "key", Message: "no key called " + strconv.Quote(name)})
 		return http.StatusNotFound
 	}
 	switch r.Method {
@@ -219,7 +219,7 @@ func (s *surface) serveKey(w http.ResponseWriter, r *http.Request) int {
 		case errors.Is(err, server.ErrNoSuchKey):
 			return notFound()
 		case errors.Is(err, server.ErrConfigKey):
-			s.s.WriteError(w, http.StatusConflict, server.CodeConflict, "key", "key "+strconv.Quote(name)+" is defined in the config file; remove it there")
+			s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusConflict, Code: server.CodeConflict, Field: "key", Message: "key " + strconv.Quote(name) + " is defined in the config file; remove it there"})
 			return http.StatusConflict
 		case err != nil:
 			s.env.Logger.Warn("closing deleted key", "key", name, "err", err)
@@ -238,7 +238,7 @@ func (s *surface) serveKey(w http.ResponseWriter, r *http.Request) int {
 			if req.Step != nil {
 				v = strconv.FormatInt(*req.Step, 10)
 			}
-			s.s.WriteError(w, http.StatusBadRequest, server.CodeBadStep, "step", "step: "+v+": must be a whole number between 1 and 2^40")
+			s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadStep, Field: "step", Message: "step: " + v + ": must be a whole number between 1 and 2^40"})
 			return http.StatusBadRequest
 		}
 		k, err := s.s.SetStep(r.Context(), name, *req.Step)
@@ -247,10 +247,10 @@ func (s *surface) serveKey(w http.ResponseWriter, r *http.Request) int {
 		case errors.Is(err, server.ErrNoSuchKey):
 			return notFound()
 		case errors.Is(err, server.ErrNotStepped):
-			s.s.WriteError(w, http.StatusBadRequest, server.CodeUnsupported, "step", "key "+strconv.Quote(name)+" has no step (its strategy does not lease blocks)")
+			s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeUnsupported, Field: "step", Message: "key " + strconv.Quote(name) + " has no step (its strategy does not lease blocks)"})
 			return http.StatusBadRequest
 		case errors.As(err, &ie):
-			s.s.WriteError(w, http.StatusBadRequest, server.CodeBadStep, "step", ie.Error())
+			s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadStep, Field: "step", Message: ie.Error()})
 			return http.StatusBadRequest
 		case err != nil:
 			return s.s.WriteIssuerError(w, err, name)

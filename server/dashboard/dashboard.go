@@ -259,7 +259,7 @@ func (s *surface) serveUIPage(w http.ResponseWriter, r *http.Request) int {
 	}
 	b, err := fs.ReadFile(uiAssets, name)
 	if err != nil || strings.HasPrefix(name, "api/") {
-		s.s.WriteError(w, http.StatusNotFound, server.CodeNotFound, "path", "no such endpoint: "+strconv.Quote(wire.Trunc(r.URL.Path)))
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusNotFound, Code: server.CodeNotFound, Field: "path", Message: "no such endpoint: " + strconv.Quote(wire.Trunc(r.URL.Path))})
 		return http.StatusNotFound
 	}
 	h := w.Header()
@@ -305,14 +305,14 @@ func (s *surface) serveUIState(w http.ResponseWriter, r *http.Request) int {
 		err = fmt.Errorf("filter: %d bytes, at most %d", len(filter), uiMaxFilter)
 	}
 	if err != nil {
-		s.s.WriteError(w, http.StatusBadRequest, server.CodeBadPage, "filter", err.Error())
+		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadPage, Field: "filter", Message: err.Error()})
 		return http.StatusBadRequest
 	}
 	limit := UIMaxKeys
 	if v, ok, err := wire.QueryValue(r.URL.RawQuery, "limit"); err != nil || ok {
 		n, perr := strconv.Atoi(v)
 		if err != nil || perr != nil || n < 1 || n > UIMaxKeysLimit {
-			s.s.WriteError(w, http.StatusBadRequest, server.CodeBadPage, "limit", fmt.Sprintf("limit: %q is not a whole number between 1 and %d", wire.Trunc(v), UIMaxKeysLimit))
+			s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadPage, Field: "limit", Message: fmt.Sprintf("limit: %q is not a whole number between 1 and %d", wire.Trunc(v), UIMaxKeysLimit)})
 			return http.StatusBadRequest
 		}
 		limit = n

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -323,5 +324,69 @@ func TestRefusalsRecorded(t *testing.T) {
 	}
 	if rs := f.S.Refusals(); len(rs) != 1 || rs[0].Key != "order" || rs[0].Code != server.CodeUnavailable || rs[0].Count != 1 {
 		t.Fatalf("recent refusals = %+v, want one entry for order", rs)
+	}
+}
+
+// hidden is a counter whose IDs exist to hide how many were issued, as
+// order numbers do.
+type hidden struct{ *servertest.Counter }
+
+func (hidden) HidesVolume() bool { return true }
+
+// Requests on a key that hides its volume move no metric over gRPC, as
+// over HTTP: the per-route counters would otherwise rise by exactly the
+// number of order numbers issued.
+func TestMetricsHideVolume(t *testing.T) {
+	reg, cs := servertest.Registry()
+	servertest.Must(reg.Register(server.Strategy{Name: "hidden", New: func(_ context.Context, _ *server.Env, name string, _ server.KeyConfig) (server.Issuer, error) {
+		return hidden{&servertest.Counter{Name: name}}, nil
+	}}))
+	f := servertest.NewReg(t, reg, cs, func(c *server.Config) { c.Keys["orderno"] = server.KeyConfig{Strategy: "hidden"} }, New)
+	cc, err := grpc.NewClient(serve(t, f), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := v1.NewIDsClient(cc)
+	scrape := func() string {
+		t.Helper()
+		var keep []string
+		for _, l := range strings.Split(reqtest.Do(f.H, reqtest.Req{Target: "/metrics"}).Body.String(), "\n") {
+			if strings.HasPrefix(l, "idmint_") { // process and runtime figures move on their own
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	ctx := context.Background()
+	before := scrape()
+	for range 7 {
+		if _, err := c.NextIDs(ctx, &v1.NextIDsRequest{Key: "orderno", Count: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.NextRange(ctx, &v1.NextRangeRequest{Key: "orderno", Count: 5}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.StreamIDs(ctx, &v1.StreamIDsRequest{Key: "orderno", Batch: 2, Total: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := st.Recv(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if after := scrape(); after != before {
+		t.Fatalf("/metrics changed while only a volume-hiding key was used over gRPC:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// The same requests on an ordinary key do count: the scrape can see them.
+	if _, err := c.NextIDs(ctx, &v1.NextIDsRequest{Key: "order"}); err != nil {
+		t.Fatal(err)
+	}
+	if scrape() == before {
+		t.Fatal("/metrics did not move for an ordinary key either: the test sees nothing")
 	}
 }

@@ -408,11 +408,9 @@ func (s *surface) serveCache(w http.ResponseWriter, r *http.Request) int {
 			}
 		}
 	}
-	for _, name := range s.s.Keys() {
-		if k := s.s.Lookup(name); k != nil {
-			if m, ok := k.Issuer().(server.Monitor); ok {
-				out[name] = m.CacheView()
-			}
+	for name, k := range s.s.Table() {
+		if m, ok := k.Issuer().(server.Monitor); ok {
+			out[name] = m.CacheView()
 		}
 	}
 	if !wantsHTML(r) {
@@ -472,12 +470,9 @@ func (s *surface) serveDB(w http.ResponseWriter, r *http.Request) int {
 			}
 		}
 	}
-	for _, name := range s.s.Keys() {
-		k := s.s.Lookup(name)
-		if k == nil {
-			continue
-		}
-		if m, ok := k.Issuer().(server.Monitor); ok {
+	t := s.s.Table()
+	for _, name := range slices.Sorted(maps.Keys(t)) {
+		if m, ok := t[name].Issuer().(server.Monitor); ok {
 			row, err := m.StoreRow(ctx)
 			if err != nil {
 				s.s.WriteIssuerError(w, err, name)
