@@ -146,10 +146,10 @@ func (s *Server) BudgetRefusal() ErrorAnswer {
 // key up (the hot path of single IDs).
 const maxSmallIDBytes = 128
 
-// holdAnswer reserves the estimated size of an answer of n IDs of the key
+// HoldAnswer reserves the estimated size of an answer of n IDs of the key
 // called name; 0 when the answer is small enough to go free. ok is false
 // when the budget stayed spent.
-func (s *Server) holdAnswer(ctx context.Context, name string, n int) (held int64, ok bool) {
+func (s *Server) HoldAnswer(ctx context.Context, name string, n int) (held int64, ok bool) {
 	if int64(n)*maxSmallIDBytes+64 <= answerFree {
 		return 0, true
 	}
@@ -300,7 +300,7 @@ func (x *connIndex) closeStalled(d time.Duration) int {
 // guess before the first.
 func (s *Server) answerEstimate(name string, n int) int64 {
 	per := int64(48) // a text ID's JSON and its string
-	if k := s.lookup(name); k != nil {
+	if k := s.Lookup(name); k != nil {
 		if b := k.idBytes.Load(); b > 0 {
 			per = b
 		} else if k.ints != nil {

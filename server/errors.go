@@ -79,7 +79,9 @@ func (s *Server) WriteError(w http.ResponseWriter, e ErrorAnswer) {
 	w.Write(b)
 }
 
-func (s *Server) writeAuthError(w http.ResponseWriter, status int) {
+// WriteAuthError answers a failed Key.Authorize (401 or 403) in the native
+// API's error body.
+func (s *Server) WriteAuthError(w http.ResponseWriter, status int) {
 	if status == http.StatusUnauthorized {
 		s.WriteError(w, ErrorAnswer{Status: status, Code: CodeUnauthorized, Field: "Authorization", Message: "a bearer token is required: send Authorization: Bearer <token>"})
 		return

@@ -67,9 +67,9 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observe(routeOther, http.StatusNotFound, 0)
 }
 
-// methodOK answers 405 with an Allow header unless r.Method is one of
+// MethodOK answers 405 with an Allow header unless r.Method is one of
 // allowed (HEAD is allowed wherever GET is).
-func (s *Server) methodOK(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+func (s *Server) MethodOK(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
 	for _, m := range allowed {
 		if r.Method == m || (m == http.MethodGet && r.Method == http.MethodHead) {
 			return true
@@ -104,7 +104,7 @@ func (s *Server) GoneAnswer(name string) ErrorAnswer {
 // (release with k.mu.RUnlock) and status is 0; otherwise the error answer
 // has been written and its status is returned.
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*Key, int) {
-	k := s.lookup(name)
+	k := s.Lookup(name)
 	if k == nil {
 		if err := CheckName(name); err != nil {
 			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadKey, Field: "key", Message: err.Error()})
@@ -114,7 +114,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, name string) (*
 		return nil, http.StatusNotFound
 	}
 	if st := authorize(r, k.tokens); st != 0 {
-		s.writeAuthError(w, st)
+		s.WriteAuthError(w, st)
 		return nil, st
 	}
 	k.hdr.set(w.Header())
@@ -179,7 +179,7 @@ func (s *Server) snowflakeIDsOf(w http.ResponseWriter, r *http.Request, name str
 // budget before the key is locked (a wait for the budget never holds the
 // key): *held is what was reserved, and the caller releases it.
 func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string, max int, held *int64) (n int, k *Key, st int) {
-	if !s.methodOK(w, r, http.MethodGet, http.MethodPost) {
+	if !s.MethodOK(w, r, http.MethodGet, http.MethodPost) {
 		return 0, nil, http.StatusMethodNotAllowed
 	}
 	n, err := parseCount(r.URL.RawQuery, max)
@@ -202,7 +202,7 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 		}
 	}
 	if held != nil && r.Method != http.MethodHead {
-		h, ok := s.holdAnswer(r.Context(), name, n)
+		h, ok := s.HoldAnswer(r.Context(), name, n)
 		if !ok {
 			e := s.BudgetRefusal()
 			s.WriteError(w, e)
@@ -340,8 +340,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *Key, err error)
 // segment.
 const MaxRangeCount = 1_000_000
 
-// rangeMax is the largest count a range request may ask for.
-func (s *Server) rangeMax() int { return max(s.cfg.MaxCount, MaxRangeCount) }
+// RangeMax is the largest count a range request may ask for.
+func (s *Server) RangeMax() int { return max(s.cfg.MaxCount, MaxRangeCount) }
 
 // rangeIDs serves GET /v1/keys/{key}/range?count=N: a contiguous block of
 // up to N IDs, {"first","last","count"}; count may be less than N where a
@@ -359,7 +359,7 @@ func (s *Server) rangeOf(w http.ResponseWriter, r *http.Request, name string) {
 // serveRange answers a range and returns the status and the key the
 // request found (nil if none).
 func (s *Server) serveRange(w http.ResponseWriter, r *http.Request, name string) (int, *Key) {
-	n, k, st := s.countAndKey(w, r, name, s.rangeMax(), nil)
+	n, k, st := s.countAndKey(w, r, name, s.RangeMax(), nil)
 	if st != 0 {
 		return st, k
 	}
@@ -401,7 +401,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
-	if !s.methodOK(w, r, http.MethodGet) {
+	if !s.MethodOK(w, r, http.MethodGet) {
 		return http.StatusMethodNotAllowed
 	}
 	id := r.PathValue("id")
@@ -452,7 +452,7 @@ func (s *Server) serveDecode(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusBadRequest
 	}
 	// The answer is built by idparts, as `idmint decode --json` builds it.
-	s.writeJSON(w, http.StatusOK, idparts.Parts(p).Answer(id))
+	s.WriteJSON(w, http.StatusOK, idparts.Parts(p).Answer(id))
 	return http.StatusOK
 }
 
@@ -467,7 +467,8 @@ func joinNames(ns []string) string {
 	return out
 }
 
-func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers status with v as JSON, as the native API does.
+func (s *Server) WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		s.WriteError(w, ErrorAnswer{Status: http.StatusInternalServerError, Code: "internal", Message: "encode answer: " + err.Error()})
@@ -481,7 +482,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	if !s.methodOK(w, r, http.MethodGet) {
+	if !s.MethodOK(w, r, http.MethodGet) {
 		return
 	}
 	w.Header()["Content-Type"] = jsonType
@@ -490,7 +491,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if !s.methodOK(w, r, http.MethodGet) {
+	if !s.MethodOK(w, r, http.MethodGet) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -114,7 +114,7 @@ func (m *metrics) observe(route, status int, d time.Duration) {
 // name looked up again.
 func (s *Server) observeKey(route int, name string, k *Key, status int, d time.Duration) {
 	if k == nil {
-		k = s.lookup(name)
+		k = s.Lookup(name)
 	}
 	if k != nil && k.hides {
 		return
@@ -144,7 +144,7 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
-	t := c.s.table()
+	t := c.s.Table()
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(len(t)))
 	ready := 0.0
 	// A scrape never waits on a hung store past the deadline.

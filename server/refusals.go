@@ -29,14 +29,15 @@ type refusalLog struct {
 func (s *Server) IssuerRefused(k *Key, err error) ErrorAnswer {
 	e := issuerError(err, k.name)
 	if e.Status >= 500 {
-		s.logRefusal(k, err)
+		s.LogRefusal(k, err)
 	}
 	return e
 }
 
-// logRefusal logs k's refusal unless one was logged less than
-// RefusalLogEvery ago, in which case it only counts it.
-func (s *Server) logRefusal(k *Key, err error) {
+// LogRefusal records k's issuer refusing (a 503) on the recent list
+// (Refusals) and logs it, unless one was logged less than RefusalLogEvery
+// ago, in which case it only counts it.
+func (s *Server) LogRefusal(k *Key, err error) {
 	s.listRefusal(k, err)
 	now := int64(s.clk.Mono())
 	next := k.refusals.next.Load()

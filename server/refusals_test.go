@@ -107,7 +107,7 @@ func TestRefusalsLoggedAtBoundedRate(t *testing.T) {
 // of valid UTF-8.
 func TestRefusalTruncated(t *testing.T) {
 	f := newFixture(t, nil)
-	k := f.s.lookup("order")
+	k := f.s.Lookup("order")
 	f.s.listRefusal(k, errLong(strings.Repeat("é", refusalErrorLen)))
 	e := f.s.Refusals()[0]
 	if len(e.Error) > refusalErrorLen+len("…") || !strings.HasSuffix(e.Error, "…") || !utf8Valid(e.Error) {

@@ -268,12 +268,15 @@ func (s *Server) wrap(ctx context.Context, name string, kc KeyConfig, iss Issuer
 	return k, nil
 }
 
-func (s *Server) table() map[string]*Key { return *s.keys.Load() }
+// Table is the key table as it is now, by name. It is never changed (a
+// new key or a deletion swaps in another table): read it, never write it.
+func (s *Server) Table() map[string]*Key { return *s.keys.Load() }
 
-func (s *Server) lookup(name string) *Key { return (*s.keys.Load())[name] }
+// Lookup returns the served key called name, or nil.
+func (s *Server) Lookup(name string) *Key { return (*s.keys.Load())[name] }
 
 // Keys returns the names of the keys served.
-func (s *Server) Keys() []string { return sortedKeys(s.table()) }
+func (s *Server) Keys() []string { return sortedKeys(s.Table()) }
 
 // readyErr returns nil when every issuer and shared resource that can tell
 // says it is ready.
@@ -284,8 +287,8 @@ func (s *Server) readyErr(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	for _, name := range sortedKeys(s.table()) {
-		if r, ok := s.lookup(name).issuerReadier(); ok {
+	for _, name := range sortedKeys(s.Table()) {
+		if r, ok := s.Lookup(name).issuerReadier(); ok {
 			if err := r.Ready(ctx); err != nil {
 				return fmt.Errorf("key %q: %w", name, err)
 			}
@@ -671,7 +674,7 @@ func (s *Server) Close(ctx context.Context) error {
 	// A createKey publishing now sees closed under adminMu and closes its
 	// own issuer; anything published before is in this snapshot.
 	s.adminMu.Lock()
-	t := s.table()
+	t := s.Table()
 	s.adminMu.Unlock()
 	var errs []error
 	for _, name := range sortedKeys(t) {
@@ -753,11 +756,11 @@ func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key
 	case s.closed.Load():
 		s.adminMu.Unlock()
 		return nil, ErrClosed
-	case s.lookup(name) != nil || s.creating[name]:
+	case s.Lookup(name) != nil || s.creating[name]:
 		s.adminMu.Unlock()
 		return nil, ErrKeyExists
-	case len(s.table())+len(s.creating) >= s.cfg.MaxKeys && s.cfg.MaxKeys > 0:
-		n := len(s.table())
+	case len(s.Table())+len(s.creating) >= s.cfg.MaxKeys && s.cfg.MaxKeys > 0:
+		n := len(s.Table())
 		s.adminMu.Unlock()
 		return nil, fmt.Errorf("%w: %d keys served, max_keys is %d", ErrTooManyKeys, n, s.cfg.MaxKeys)
 	}
@@ -779,7 +782,7 @@ func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key
 	s.persistMu.Lock()
 	defer s.persistMu.Unlock()
 	s.adminMu.Lock()
-	next := maps.Clone(s.table())
+	next := maps.Clone(s.Table())
 	closed := s.closed.Load()
 	s.adminMu.Unlock()
 	if closed {
@@ -818,7 +821,7 @@ var (
 // repeat the deleted key's.
 func (s *Server) DeleteKey(ctx context.Context, name string) error {
 	s.persistMu.Lock()
-	k := s.lookup(name)
+	k := s.Lookup(name)
 	if k == nil {
 		s.persistMu.Unlock()
 		return ErrNoSuchKey
@@ -827,7 +830,7 @@ func (s *Server) DeleteKey(ctx context.Context, name string) error {
 		s.persistMu.Unlock()
 		return ErrConfigKey
 	}
-	next := maps.Clone(s.table())
+	next := maps.Clone(s.Table())
 	delete(next, name)
 	if err := s.persist(ctx, next); err != nil {
 		s.persistMu.Unlock()
@@ -845,7 +848,7 @@ func (s *Server) DeleteKey(ctx context.Context, name string) error {
 // SetStep changes a segment key's step (and the persisted config of an
 // API-created key); a key whose strategy has no step is ErrNotStepped.
 func (s *Server) SetStep(ctx context.Context, name string, step int64) (*Key, error) {
-	k := s.lookup(name)
+	k := s.Lookup(name)
 	if k == nil {
 		return nil, ErrNoSuchKey
 	}
@@ -858,12 +861,12 @@ func (s *Server) SetStep(ctx context.Context, name string, step int64) (*Key, er
 	}
 	s.persistMu.Lock()
 	defer s.persistMu.Unlock()
-	if s.lookup(name) != k {
+	if s.Lookup(name) != k {
 		return nil, ErrNoSuchKey // deleted meanwhile
 	}
 	k.step.Store(step)
 	if !k.fromConfig {
-		if err := s.persist(ctx, s.table()); err != nil {
+		if err := s.persist(ctx, s.Table()); err != nil {
 			return nil, err
 		}
 	}

@@ -52,7 +52,8 @@ type GRPCService interface {
 	RegisterGRPC(*grpc.Server)
 }
 
-// What a surface reads of the server.
+// What a surface reads of the server; besides these, Lookup and Table
+// (server.go) and RangeMax (http.go).
 
 // Env is what the server gives its strategies and surfaces: the clock, the
 // logger, the config, the registry and the shared resources (closed with
@@ -61,16 +62,6 @@ func (s *Server) Env() *Env { return s.env }
 
 // Closed reports whether Close has begun.
 func (s *Server) Closed() bool { return s.closed.Load() }
-
-// Lookup returns the served key called name, or nil.
-func (s *Server) Lookup(name string) *Key { return s.lookup(name) }
-
-// Table is the key table as it is now, by name. It is never changed (a
-// new key or a deletion swaps in another table): read it, never write it.
-func (s *Server) Table() map[string]*Key { return s.table() }
-
-// RangeMax is the largest count a range request may ask for.
-func (s *Server) RangeMax() int { return s.rangeMax() }
 
 // Adopt serves an issuer a surface built and owns (one row of a table the
 // surface serves by name) through a Key that is not in the key table: its
@@ -101,7 +92,7 @@ func (s *Server) Timed(route *Route, serve func(http.ResponseWriter, *http.Reque
 // the request found, when it got that far.
 func (s *Server) ObserveKey(route *Route, name string, k *Key, status int, d time.Duration) {
 	if k == nil {
-		k = s.lookup(name)
+		k = s.Lookup(name)
 	}
 	if k != nil && k.hides {
 		return
@@ -109,13 +100,9 @@ func (s *Server) ObserveKey(route *Route, name string, k *Key, status int, d tim
 	route.Observe(status, d)
 }
 
-// Answers in the native API's format.
-
-// MethodOK answers 405 with an Allow header unless r.Method is one of
-// allowed (HEAD is allowed wherever GET is), and reports whether it is.
-func (s *Server) MethodOK(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
-	return s.methodOK(w, r, allowed...)
-}
+// Answers in the native API's format; besides these, MethodOK and
+// WriteJSON (http.go), WriteError and WriteAuthError (errors.go) and
+// LogRefusal (refusals.go).
 
 // CheckAdmin answers r's refusal, in the native API's error body, unless r
 // may administer (it carries the admin token, or no admin token is
@@ -129,13 +116,6 @@ func (s *Server) CheckAdmin(w http.ResponseWriter, r *http.Request) int {
 	return 0
 }
 
-// WriteJSON answers status with v as JSON, as the native API does.
-func (s *Server) WriteJSON(w http.ResponseWriter, status int, v any) { s.writeJSON(w, status, v) }
-
-// WriteAuthError answers a failed Key.Authorize (401 or 403) in the native
-// API's error body.
-func (s *Server) WriteAuthError(w http.ResponseWriter, status int) { s.writeAuthError(w, status) }
-
 // WriteIssuerError answers an issuer's failure on the key (or resource)
 // called name in the native API's error body: 400 for the request's
 // fault, otherwise 503 with Retry-After. It returns the status.
@@ -145,24 +125,12 @@ func (s *Server) WriteIssuerError(w http.ResponseWriter, err error, name string)
 	return e.Status
 }
 
-// LogRefusal records k's issuer refusing (a 503): on the dashboard's list
-// and in the log, at most once per RefusalLogEvery per key.
-func (s *Server) LogRefusal(k *Key, err error) { s.logRefusal(k, err) }
-
 // Refusals for a surface that answers in a format of its own (gRPC):
 // ErrorAnswer (errors.go), IssuerRefused (refusals.go), GoneAnswer
 // (http.go), BudgetRefusal (budget.go).
 
 // The answer budget: bytes of answers held for clients that have not read
-// them yet.
-
-// HoldAnswer reserves, from the server's answer_budget, the estimated size
-// of an answer of n IDs of the key called name, before any is issued: 0
-// when the answer is small enough to go free, ok false when the budget
-// stayed spent (answer BudgetRefusal).
-func (s *Server) HoldAnswer(ctx context.Context, name string, n int) (held int64, ok bool) {
-	return s.holdAnswer(ctx, name, n)
-}
+// them yet. HoldAnswer (budget.go) reserves.
 
 // ReleaseAnswer gives back a reservation no answer used.
 func (s *Server) ReleaseAnswer(held int64) { s.budget.release(held) }
