@@ -108,6 +108,17 @@ func (cs *counters) get(name string) *counter {
 	return cs.m[name]
 }
 
+// issued is how many IDs each counter has issued, by key.
+func (cs *counters) issued() map[string]int64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make(map[string]int64, len(cs.m))
+	for name, c := range cs.m {
+		out[name] = c.next.Load()
+	}
+	return out
+}
+
 func testRegistry() (*Registry, *counters) {
 	cs := &counters{m: map[string]*counter{}}
 	reg := NewRegistry()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -38,8 +39,8 @@ func TestCanonicalPathIsCleanForm(t *testing.T) {
 }
 
 // Requests hot serves get exactly what the mux gives them (status,
-// headers, body up to the numbers issued), and hot leaves escaped and
-// odd paths to the mux.
+// headers, body up to the numbers issued, and as many IDs of the same
+// keys), and hot leaves escaped and odd paths to the mux.
 func TestHotRoutesMatchMux(t *testing.T) {
 	f := newFixture(t, nil)
 	mux := http.NewServeMux()
@@ -70,9 +71,15 @@ func TestHotRoutesMatchMux(t *testing.T) {
 				if got := f.s.hot(httptest.NewRecorder(), r, r.URL.Path); got != list.hot {
 					t.Errorf("%s %s: hot = %v, want %v", m, target, got, list.hot)
 				}
-				a, b := do(f.h, req{method: m, target: target}), do(viaMux, req{method: m, target: target})
+				n0 := f.cs.issued()
+				a := do(f.h, req{method: m, target: target})
+				n1 := f.cs.issued()
+				b := do(viaMux, req{method: m, target: target})
 				if sa, sb := reqtest.Shape(a), reqtest.Shape(b); sa != sb {
 					t.Errorf("%s %s:\nserved:\n%s\nthe mux:\n%s", m, target, sa, sb)
+				}
+				if da, db := reqtest.Drew(n0, n1), reqtest.Drew(n1, f.cs.issued()); !maps.Equal(da, db) {
+					t.Errorf("%s %s: served drew %v, the mux %v", m, target, da, db)
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package leaf
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -124,7 +125,8 @@ func TestMonitorViews(t *testing.T) {
 }
 
 // Requests Hot serves get exactly what Leaf's mux routes give them
-// (status, headers, body up to the numbers issued), and Hot leaves
+// (status, headers, body up to the numbers issued, and as many IDs of the
+// same keys), and Hot leaves
 // escaped and odd paths to the mux.
 func TestHotRoutesMatchMux(t *testing.T) {
 	f := newFixture(t, nil)
@@ -156,9 +158,15 @@ func TestHotRoutesMatchMux(t *testing.T) {
 				if got := r.URL.RawPath == "" && sf.Hot(httptest.NewRecorder(), r, r.URL.Path); got != list.hot {
 					t.Errorf("%s %s: hot = %v, want %v", m, target, got, list.hot)
 				}
-				a, b := reqtest.Do(f.H, reqtest.Req{Method: m, Target: target}), reqtest.Do(viaMux, reqtest.Req{Method: m, Target: target})
+				n0 := f.Cs.Issued()
+				a := reqtest.Do(f.H, reqtest.Req{Method: m, Target: target})
+				n1 := f.Cs.Issued()
+				b := reqtest.Do(viaMux, reqtest.Req{Method: m, Target: target})
 				if sa, sb := reqtest.Shape(a), reqtest.Shape(b); sa != sb {
 					t.Errorf("%s %s:\nserved:\n%s\nthe mux:\n%s", m, target, sa, sb)
+				}
+				if da, db := reqtest.Drew(n0, n1), reqtest.Drew(n1, f.Cs.Issued()); !maps.Equal(da, db) {
+					t.Errorf("%s %s: served drew %v, the mux %v", m, target, da, db)
 				}
 			}
 		}

@@ -101,3 +101,16 @@ func Within(t testing.TB, d time.Duration, what string, f func()) {
 		t.Fatalf("%s did not finish within %v", what, d)
 	}
 }
+
+// Drew is what each key issued between two snapshots of issued counts
+// (keys that issued nothing left out): two paths serving one request the
+// same way draw the same IDs from the same keys.
+func Drew(before, after map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for name, n := range after {
+		if d := n - before[name]; d != 0 {
+			out[name] = d
+		}
+	}
+	return out
+}

@@ -146,6 +146,17 @@ func (cs *Counters) Get(name string) *Counter {
 	return cs.m[name]
 }
 
+// Issued is how many IDs each Counter has issued, by key.
+func (cs *Counters) Issued() map[string]int64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make(map[string]int64, len(cs.m))
+	for name, c := range cs.m {
+		out[name] = c.Next.Load()
+	}
+	return out
+}
+
 // Registry registers "counter" (also as "snowflake", so Leaf's snowflake
 // route has something to serve), "text" (strings) and the layout "plain"
 // (a bare number). A counter starts with step max(Step, 1000); a key with
