@@ -188,7 +188,16 @@ type keyState struct {
 // heard then reports true, and the caller must not buffer the answer's
 // IDs. Calls waiting on a shared request still get its IDs: that request
 // was sent after they began, which is all they need.
-func (k *keyState) heard(e *endpoint, m meta) bool {
+//
+// epoch is the epoch the refill that asked began in (anyEpoch for shared
+// requests of calls). An answer to a refill begun before the latest reset
+// is stale: it may carry the generation the reset replaced, computed
+// before an answer that carried the new one and overtaken by it, so it
+// neither teaches nor resets anything (its IDs are a gap anyway: push
+// refuses them). On a loaded machine such answers flipped an endpoint's
+// generation back and forth, dropping the buffer four times for one
+// re-creation.
+func (k *keyState) heard(e *endpoint, m meta, epoch uint64) bool {
 	e.learn(m.node)
 	if m.leader != "" {
 		if p := k.leader.Load(); p == nil || *p != m.leader {
@@ -201,6 +210,9 @@ func (k *keyState) heard(e *endpoint, m meta) bool {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if epoch != anyEpoch && epoch != k.epoch {
+		return true
+	}
 	changed := m.strategy != "" && k.strategy != "" && m.strategy != k.strategy
 	if m.generation != "" {
 		if k.gens == nil {
@@ -216,6 +228,10 @@ func (k *keyState) heard(e *endpoint, m meta) bool {
 	}
 	return changed
 }
+
+// anyEpoch is heard's epoch for answers that are never stale: shared
+// requests of calls, which were sent after the calls they serve began.
+const anyEpoch = ^uint64(0)
 
 // resetLocked drops what the key holds and forgets its strategy: the
 // next refill probes it again. Calls in line keep their places. k.mu is
@@ -693,7 +709,7 @@ func (k *keyState) refill(ask, exp int64, epoch uint64) {
 			var r Range
 			r, err = do(ctx, c.pool, k.name, nil, func(ctx context.Context, e *endpoint) (Range, error) {
 				first, count, m, err := e.t.rangeOf(ctx, k.name, k.token, n)
-				if k.heard(e, m) && err == nil {
+				if k.heard(e, m, epoch) && err == nil {
 					count = 0 // the key changed: these IDs are a gap
 				}
 				return Range{first, count}, err
@@ -721,7 +737,7 @@ func (k *keyState) refill(ask, exp int64, epoch uint64) {
 			var ids []int64
 			ids, err = do(ctx, c.pool, k.name, nil, func(ctx context.Context, e *endpoint) ([]int64, error) {
 				ids, text, m, err := e.t.ids(ctx, k.name, k.token, n)
-				if k.heard(e, m) && err == nil {
+				if k.heard(e, m, epoch) && err == nil {
 					return nil, nil // the key changed: these IDs are a gap
 				}
 				if err == nil && text {
@@ -791,7 +807,7 @@ func (k *keyState) probe(ctx context.Context, epoch uint64) error {
 	}
 	a, err := do(ctx, k.c.pool, k.name, nil, func(ctx context.Context, e *endpoint) (answer, error) {
 		ids, text, m, err := e.t.ids(ctx, k.name, k.token, 1)
-		k.heard(e, m)
+		k.heard(e, m, epoch)
 		return answer{m.strategy, ids, text}, err
 	})
 	if err != nil {

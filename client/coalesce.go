@@ -238,7 +238,7 @@ func (k *keyState) request(ctx context.Context, want int64) (first, count int64,
 			r, err = do(ctx, c.pool, k.name, k.leaderEndpoint(), func(ctx context.Context, e *endpoint) (Range, error) {
 				k.requests.Add(1)
 				first, count, m, err := e.t.rangeOf(ctx, k.name, k.token, n)
-				k.heard(e, m)
+				k.heard(e, m, anyEpoch)
 				return Range{first, count}, err
 			})
 			var ce *Error
@@ -255,7 +255,7 @@ func (k *keyState) request(ctx context.Context, want int64) (first, count int64,
 		ids, err = do(ctx, c.pool, k.name, k.leaderEndpoint(), func(ctx context.Context, e *endpoint) ([]int64, error) {
 			k.requests.Add(1)
 			ids, text, m, err := e.t.ids(ctx, k.name, k.token, n)
-			k.heard(e, m)
+			k.heard(e, m, anyEpoch)
 			if err == nil && text {
 				return nil, k.textErr()
 			}
