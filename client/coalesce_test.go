@@ -332,3 +332,33 @@ func ExampleClient_Next_monotonic() {
 	fmt.Println(above)
 	// Output: true
 }
+
+// An answer to a refill begun before the key's latest reset is stale: it
+// may carry the generation the reset replaced, overtaken by the answer
+// that carried the new one. It neither resets the key again nor teaches
+// the old generation back (which would reset a third time on the next
+// current answer).
+func TestStaleGenerationIgnored(t *testing.T) {
+	c := newClient(t, []string{"http://127.0.0.1:1"}, Options{})
+	k, err := c.key("order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.pool.eps[0]
+	if k.heard(e, meta{strategy: "segment", generation: "g1"}, k.epoch) {
+		t.Fatal("the first answer reset the key")
+	}
+	before := k.epoch
+	if !k.heard(e, meta{strategy: "segment", generation: "g2"}, before) {
+		t.Fatal("a new generation did not reset the key")
+	}
+	if !k.heard(e, meta{strategy: "segment", generation: "g1"}, before) {
+		t.Fatal("a stale answer's IDs would be buffered")
+	}
+	if k.heard(e, meta{strategy: "segment", generation: "g2"}, k.epoch) {
+		t.Fatal("the current generation reset the key again: the stale answer taught the old one back")
+	}
+	if r := k.resets.Load(); r != 1 {
+		t.Fatalf("%d resets for one re-creation, want 1", r)
+	}
+}
