@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -180,8 +181,17 @@ func joinPath(path, name string) string {
 	return path + "." + name
 }
 
-// yamlFields maps the YAML names of t's fields to their types.
+// fieldsOf caches yamlFields by type: a config of 10,000 keys lints 10,000
+// KeyConfig mappings, and listing the fields by reflection was a tenth of
+// its parse.
+var fieldsOf sync.Map // reflect.Type -> map[string]reflect.Type
+
+// yamlFields maps the YAML names of t's fields to their types. The map is
+// shared: read it only.
 func yamlFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldsOf.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
 	m := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -189,6 +199,7 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 			m[tag] = f.Type
 		}
 	}
+	fieldsOf.Store(t, m)
 	return m
 }
 

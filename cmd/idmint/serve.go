@@ -133,10 +133,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		closeListeners()
 		return err
 	}
-	// Building many keys leaves garbage several times the live heap
-	// (GOGC=400): hand it back to the system once, before serving. With
-	// 10,000 keys the resident set went from 110 to about 45 MB.
-	debug.FreeOSMemory()
 	// Again, for the files opening the stores created (SQLite's).
 	if err := secureDataDir(cfg.DataDir); err != nil {
 		closeListeners()
@@ -145,6 +141,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	warnHostLocal(log, cfg, ls)
 	printBanner(e.stdout, cfg, srv, ls)
+	// Building many keys leaves garbage several times the live heap
+	// (GOGC=400): hand it back to the system once. With 10,000 keys the
+	// resident set went from 110 to about 45 MB. Beside the first requests,
+	// not before them: the collection took 20-30 ms of a 250 ms start.
+	go debug.FreeOSMemory()
 	return srv.Serve(ctx, ls)
 }
 

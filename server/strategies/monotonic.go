@@ -105,7 +105,7 @@ func parseMonotonic(k server.KeyConfig, cfg *server.Config) (monotonicOpts, []se
 		ps = append(ps, server.Problem{Field: "step", Value: strconv.FormatInt(k.Step, 10), Message: "monotonic keys have no segment step; the bound's headroom is options.window"})
 	}
 	if hosts, _, err := monotonicEtcd(cfg, k); err == nil && len(hosts) == 0 {
-		for _, p := range nodeLocalProblem(k, cfg, "its bound file in the data directory",
+		for _, p := range nodeLocalProblem(k, cfg, func() string { return "its bound file in the data directory" },
 			"Give the key an etcd (options.etcd: host:port, or an etcd:// coordinator) so that one elected leader issues for every node") {
 			p.Field, p.Value = "options.etcd", k.Options["etcd"]
 			ps = append(ps, p)

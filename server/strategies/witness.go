@@ -85,15 +85,17 @@ func sharedStore(u string) bool {
 }
 
 // nodeLocalProblem refuses a key whose numbers live only on this node when
-// the coordinator implies several nodes, unless the key opts in.
-func nodeLocalProblem(k server.KeyConfig, cfg *server.Config, what, fix string) []server.Problem {
+// the coordinator implies several nodes, unless the key opts in. what
+// names that place; it is called only for a refusal (a configuration is
+// checked key by key, 100,000 keys in a second).
+func nodeLocalProblem(k server.KeyConfig, cfg *server.Config, what func() string, fix string) []server.Problem {
 	kind, cluster := cfg.ClusterCoordinator()
 	if !cluster || k.NodeLocal {
 		return nil
 	}
 	return []server.Problem{{Field: "store", Value: k.Store,
 		Message: fmt.Sprintf("the coordinator (%s) implies several nodes, but %s lives on this node only: every node would issue "+
-			"the same numbers. %s, or set node_local: true on the key if each node is meant to number on its own", kind, what, fix)}}
+			"the same numbers. %s, or set node_local: true on the key if each node is meant to number on its own", kind, what(), fix)}}
 }
 
 // nodeLocalStore is nodeLocalProblem for a key whose store is a SQLite
@@ -103,6 +105,6 @@ func nodeLocalStore(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	if u == "" || sharedStore(u) {
 		return nil
 	}
-	return nodeLocalProblem(k, cfg, fmt.Sprintf("store %q (%s)", k.Store, sqldb.Redact(u)),
+	return nodeLocalProblem(k, cfg, func() string { return fmt.Sprintf("store %q (%s)", k.Store, sqldb.Redact(u)) },
 		"Name a shared database in stores: and set store: on the key (or point stores.default at it)")
 }
