@@ -179,12 +179,16 @@ const allocBatch = 1000
 // number of keys (one prepared statement in pgx's cache). l joins v rather
 // than testing biz_tag = ANY($1): that filter compared every row of the
 // table with every key (80 ms for 1,000 keys of 10,000, 20 ms joined).
+// l carries each key's step and spelling as asked, so the UPDATE joins l
+// alone: joined to v as well, the planner (which guesses 10 rows for
+// unnest) compared every row of l with every key of v, 250,000
+// comparisons for 500 keys (72 ms; 6 ms now, EXPLAIN ANALYZE).
 const pgAllocMany = `WITH v AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS v (biz_tag, step)),
-l AS (SELECT a.biz_tag FROM leaf_alloc a JOIN v ON a.biz_tag = v.biz_tag ORDER BY a.biz_tag FOR UPDATE OF a)
-UPDATE leaf_alloc a SET max_id = a.max_id + CASE WHEN v.step > 0 THEN v.step ELSE a.step END, update_time = CURRENT_TIMESTAMP
-FROM l JOIN v ON v.biz_tag = l.biz_tag
-WHERE a.biz_tag = l.biz_tag AND a.step > 0 AND a.max_id <= 9223372036854775807 - CASE WHEN v.step > 0 THEN v.step ELSE a.step END
-RETURNING v.biz_tag, a.max_id, a.step`
+l AS (SELECT a.biz_tag, v.biz_tag AS asked, v.step FROM leaf_alloc a JOIN v ON a.biz_tag = v.biz_tag ORDER BY a.biz_tag FOR UPDATE OF a)
+UPDATE leaf_alloc a SET max_id = a.max_id + CASE WHEN l.step > 0 THEN l.step ELSE a.step END, update_time = CURRENT_TIMESTAMP
+FROM l
+WHERE a.biz_tag = l.biz_tag AND a.step > 0 AND a.max_id <= 9223372036854775807 - CASE WHEN l.step > 0 THEN l.step ELSE a.step END
+RETURNING l.asked, a.max_id, a.step`
 
 // AllocateMany leases one segment of each requested key, each exactly as
 // Allocate would, in one round trip for the lot: on PostgreSQL one UPDATE
