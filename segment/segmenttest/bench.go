@@ -2,6 +2,7 @@ package segmenttest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,4 +71,55 @@ func BenchmarkNext(b *testing.B, open Opener) {
 	b.ReportMetric(float64(after.Waits-before.Waits), "waits")
 	b.ReportMetric(float64(after.Loads-before.Loads), "loads")
 	b.ReportMetric(float64(slowest.Nanoseconds()), "slowest-ns")
+}
+
+// BenchmarkAllocateMany leases lots of lot keys at a time from a store of
+// rows keys (each lot one AllocateMany, a server's warm-up lot or group
+// commit) and reports the cost per key: flat as lot grows when the batch
+// statement is linear in its keys.
+func BenchmarkAllocateMany(b *testing.B, open Opener, rows, lot int) {
+	ctx := context.Background()
+	s := open()
+	defer s.Close()
+	if lot <= 0 || rows%lot != 0 {
+		b.Fatalf("lot %d: want a divisor of rows %d (a lot must not hold a key twice)", lot, rows)
+	}
+	ba, ok := s.(segment.BatchAllocator)
+	if !ok {
+		b.Skip("the store has no AllocateMany")
+	}
+	infos := make([]segment.KeyInfo, rows)
+	for i := range infos {
+		infos[i] = segment.KeyInfo{Key: fmt.Sprintf("k%d", i), Step: 1000}
+	}
+	if bc, ok := s.(segment.BatchCreator); ok {
+		if err := bc.CreateMissing(ctx, infos); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		for _, k := range infos {
+			if err := s.Create(ctx, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	reqs := make([]segment.AllocateRequest, lot)
+	next := 0
+	b.ResetTimer()
+	for b.Loop() {
+		for i := range reqs {
+			reqs[i] = segment.AllocateRequest{Key: infos[next].Key}
+			next = (next + 1) % rows
+		}
+		out, err := ba.AllocateMany(ctx, reqs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, a := range out {
+			if a.Err != nil {
+				b.Fatalf("key %s: %v", reqs[i].Key, a.Err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lot), "ns/key")
 }

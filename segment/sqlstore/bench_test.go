@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -23,6 +24,20 @@ func BenchmarkAllocate(b *testing.B) {
 			url := benchURLs(b)[name]()
 			segmenttest.BenchmarkAllocate(b, openerB(b, url))
 		})
+	}
+}
+
+// BenchmarkAllocateMany: a lot of 500 and of 2,000 keys leased in one
+// batch from a table of 10,000 rows, per key (the server's warm-up lot is
+// 500 keys; the cost per key should not grow with the lot).
+func BenchmarkAllocateMany(b *testing.B) {
+	for _, name := range []string{"sqlite", "postgres", "mariadb"} {
+		for _, lot := range []int{500, 2000} {
+			b.Run(fmt.Sprintf("%s/lot=%d", name, lot), func(b *testing.B) {
+				url := benchURLs(b)[name]()
+				segmenttest.BenchmarkAllocateMany(b, openerB(b, url), 10000, lot)
+			})
+		}
 	}
 }
 
