@@ -253,10 +253,7 @@ var _ segment.BatchAllocator = (*Store)(nil)
 
 // AllocateMany runs Allocate's script for every request in one pipeline:
 // one round trip, each key's allocation atomic on its own. A request the
-// script refuses (unknown key, bad step, overflow) fails alone; a script
-// the server does not have cached (after a restart) is loaded and its
-// requests sent again, which is safe because EVALSHA refused them
-// without running anything.
+// script refuses (unknown key, bad step, overflow) fails alone.
 func (s *Store) AllocateMany(ctx context.Context, reqs []segment.AllocateRequest) ([]segment.Allocation, error) {
 	out, err := segment.CheckBatch(reqs)
 	if err != nil {
@@ -268,37 +265,64 @@ func (s *Store) AllocateMany(ctx context.Context, reqs []segment.AllocateRequest
 			todo = append(todo, i)
 		}
 	}
+	now := s.now()
+	cmds, err := s.evalMany(ctx, allocScript, len(todo), func(j int) ([]string, []any) {
+		r := reqs[todo[j]]
+		return []string{s.hashKey(r.Key)}, []any{strconv.FormatInt(r.Step, 10), now}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: allocate %d keys: %w", len(reqs), err)
+	}
+	for j, i := range todo {
+		if res, err := cmds[j].StringSlice(); err != nil {
+			out[i].Err = scriptErr("allocate", reqs[i].Key, err)
+		} else {
+			out[i].Segment, out[i].Err = allocated(reqs[i].Key, res)
+		}
+	}
+	return out, nil
+}
+
+// evalMany runs script n times in one pipeline, call(j) giving the j-th
+// run's keys and arguments, and returns each run's reply, which may be
+// the script's own error. Runs the server refused with NOSCRIPT (its
+// script cache is empty after a restart) ran nothing: the script is
+// loaded and they are sent again, once. Any other failure (the
+// connection) fails the whole, since what the server did is unknown.
+func (s *Store) evalMany(ctx context.Context, script *redis.Script, n int, call func(j int) ([]string, []any)) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, n)
+	todo := make([]int, n)
+	for j := range todo {
+		todo[j] = j
+	}
 	for try := 0; len(todo) > 0; try++ {
-		now := s.now()
 		pipe := s.c.Pipeline()
-		cmds := make([]*redis.Cmd, len(todo))
-		for j, i := range todo {
-			cmds[j] = allocScript.EvalSha(ctx, pipe, []string{s.hashKey(reqs[i].Key)}, strconv.FormatInt(reqs[i].Step, 10), now)
+		for _, j := range todo {
+			keys, args := call(j)
+			cmds[j] = script.EvalSha(ctx, pipe, keys, args...)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []int
-		for j, i := range todo {
-			res, err := cmds[j].StringSlice()
+		for _, j := range todo {
+			err := cmds[j].Err()
 			var rerr redis.Error
 			switch {
 			case err == nil:
-				out[i].Segment, out[i].Err = allocated(reqs[i].Key, res)
 			case redis.HasErrorPrefix(err, "NOSCRIPT") && try == 0:
-				again = append(again, i)
+				again = append(again, j)
 			case errors.As(err, &rerr):
-				out[i].Err = scriptErr("allocate", reqs[i].Key, err)
-			default: // the connection: what the server did is unknown
-				return nil, fmt.Errorf("redisstore: allocate %d keys: %w", len(reqs), err)
+			default:
+				return nil, err
 			}
 		}
 		if len(again) > 0 {
-			if err := allocScript.Load(ctx, s.c).Err(); err != nil {
-				return nil, fmt.Errorf("redisstore: allocate %d keys: load the script: %w", len(reqs), err)
+			if err := script.Load(ctx, s.c).Err(); err != nil {
+				return nil, fmt.Errorf("load the script: %w", err)
 			}
 		}
 		todo = again
 	}
-	return out, nil
+	return cmds, nil
 }
 
 // allocated reads the allocation script's answer for key.
@@ -379,6 +403,38 @@ func parseInfo(key string, m map[string]string) (segment.KeyInfo, error) {
 		k.UpdateTime = time.UnixMilli(ms).UTC()
 	}
 	return k, nil
+}
+
+var _ segment.BatchCreator = (*Store)(nil)
+
+// CreateMissing runs Create's script for every key in one pipeline,
+// skipping the keys that exist (their hashes are left as they are): a
+// start with 10,000 keys on a fresh Redis made 10,000 round trips, 1.2 s.
+func (s *Store) CreateMissing(ctx context.Context, keys []segment.KeyInfo) error {
+	valid := make([]segment.KeyInfo, 0, len(keys))
+	for _, k := range keys {
+		k, err := segment.ValidateKeyInfo(k)
+		if err != nil {
+			return err
+		}
+		valid = append(valid, k)
+	}
+	now := s.now()
+	cmds, err := s.evalMany(ctx, createScript, len(valid), func(j int) ([]string, []any) {
+		k := valid[j]
+		return []string{s.hashKey(k.Key)}, []any{strconv.FormatInt(k.MaxID, 10), strconv.FormatInt(k.Step, 10), k.Description, now}
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: create %d keys: %w", len(valid), err)
+	}
+	for j, c := range cmds {
+		if err := c.Err(); err != nil {
+			if err := scriptErr("create", valid[j].Key, err); !errors.Is(err, segment.ErrKeyExists) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Get reads one hash.
