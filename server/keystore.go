@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,56 +19,204 @@ type KeyStore interface {
 	Save(ctx context.Context, keys map[string]KeyConfig) error
 }
 
-// FileKeyStore keeps keys in one JSON file, replaced atomically (write to a
-// temporary file, fsync, rename, fsync the directory) on every Save. The
-// file is created with mode 0600 because it holds the keys' tokens.
+// KeyJournal is a KeyStore that also records one key's change at a time,
+// so that creating, re-stepping or deleting a key costs the same with 10
+// keys or 10,000. The server uses Put and Remove when its KeyStore has
+// them, Save otherwise.
+type KeyJournal interface {
+	KeyStore
+	// Put records key name as k (created, or its step changed).
+	Put(ctx context.Context, name string, k KeyConfig) error
+	// Remove records that key name is gone.
+	Remove(ctx context.Context, name string) error
+}
+
+// FileKeyStore keeps keys in a JSON file (Path) and a journal beside it
+// (Path + ".log"). Put and Remove append one line to the journal and
+// fsync it; when the journal holds more lines than the file holds keys
+// (and at least 1,024), the whole state is written to Path and the
+// journal emptied. Writing Path is atomic (a temporary file, fsync,
+// rename, fsync of the directory); a crash between that and emptying the
+// journal only replays changes already in the file, since each line
+// records a key's whole state. Load reads the file, then the journal's
+// lines in order; a last line cut short by a crash was never
+// acknowledged, so it is dropped. Both files are created with mode 0600
+// because they hold the keys' tokens.
 type FileKeyStore struct {
 	Path string
-	mu   sync.Mutex
+
+	mu    sync.Mutex
+	state map[string]persistedKey // nil until read
+	log   *os.File                // the journal, open for appending once written to
+	lines int                     // lines in the journal
 }
+
+var _ KeyJournal = (*FileKeyStore)(nil)
 
 type keyFile struct {
 	Keys map[string]persistedKey `json:"keys"`
 }
 
-// persistedKey is KeyConfig with its tokens (which the API never shows).
+// persistedKey is a KeyConfig with its tokens, which KeyConfig's own
+// JSON form leaves out.
 type persistedKey struct {
 	KeyConfig
 	Tokens []string `json:"tokens,omitempty"`
 }
 
-// Load returns the stored keys; a missing file is an empty set.
+// journalLine is one line of the journal: a key put, or removed.
+type journalLine struct {
+	Put    string        `json:"put,omitempty"`
+	Key    *persistedKey `json:"key,omitempty"`
+	Remove string        `json:"remove,omitempty"`
+}
+
+// journalCompact is the fewest journal lines that make Put and Remove
+// rewrite the file (more when the file holds more keys).
+const journalCompact = 1024
+
+func (s *FileKeyStore) journalPath() string { return s.Path + ".log" }
+
+// Load returns the keys last saved (none when the file does not exist).
 func (s *FileKeyStore) Load(ctx context.Context) (map[string]KeyConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := os.ReadFile(s.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]KeyConfig{}, nil
+	if err := s.read(); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("server: load keys: %w", err)
-	}
-	var f keyFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("server: load keys from %s: %w", s.Path, err)
-	}
-	out := make(map[string]KeyConfig, len(f.Keys))
-	for n, k := range f.Keys {
+	out := make(map[string]KeyConfig, len(s.state))
+	for n, k := range s.state {
 		k.KeyConfig.Tokens = k.Tokens
 		out[n] = k.KeyConfig
 	}
 	return out, nil
 }
 
-// Save replaces the stored keys with keys, durably.
+// read loads the file and replays the journal into s.state, dropping a
+// journal's last line cut short by a crash (and truncating it away, so
+// the next line appended starts a line of its own).
+func (s *FileKeyStore) read() error {
+	state := map[string]persistedKey{}
+	b, err := os.ReadFile(s.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("server: load keys: %w", err)
+	default:
+		var f keyFile
+		if err := json.Unmarshal(b, &f); err != nil {
+			return fmt.Errorf("server: load keys from %s: %w", s.Path, err)
+		}
+		for n, k := range f.Keys {
+			state[n] = k
+		}
+	}
+	j, err := os.ReadFile(s.journalPath())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("server: load keys: %w", err)
+	}
+	lines, end := 0, 0
+	for end < len(j) {
+		nl := bytes.IndexByte(j[end:], '\n')
+		if nl < 0 {
+			break // cut short by a crash: never acknowledged
+		}
+		line := j[end : end+nl]
+		var l journalLine
+		if err := json.Unmarshal(line, &l); err != nil || (l.Put == "") == (l.Remove == "") || (l.Put != "" && l.Key == nil) {
+			return fmt.Errorf("server: load keys: %s line %d: not a key change: %.80q", s.journalPath(), lines+1, line)
+		}
+		if l.Put != "" {
+			state[l.Put] = *l.Key
+		} else {
+			delete(state, l.Remove)
+		}
+		lines++
+		end += nl + 1
+	}
+	if end < len(j) {
+		if err := os.Truncate(s.journalPath(), int64(end)); err != nil {
+			return fmt.Errorf("server: load keys: drop the cut-short last line of %s: %w", s.journalPath(), err)
+		}
+	}
+	s.state, s.lines = state, lines
+	return nil
+}
+
+// Put records key name as k: one line appended to the journal.
+func (s *FileKeyStore) Put(ctx context.Context, name string, k KeyConfig) error {
+	pk := persistedKey{KeyConfig: k, Tokens: k.Tokens}
+	return s.record(journalLine{Put: name, Key: &pk}, func() { s.state[name] = pk })
+}
+
+// Remove records that key name is gone.
+func (s *FileKeyStore) Remove(ctx context.Context, name string) error {
+	return s.record(journalLine{Remove: name}, func() { delete(s.state, name) })
+}
+
+// record appends l to the journal, fsyncs it, applies it to the state
+// with apply, and rewrites the file when the journal has grown.
+func (s *FileKeyStore) record(l journalLine, apply func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == nil {
+		if err := s.read(); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("server: save keys: %w", err)
+	}
+	if s.log == nil {
+		f, err := os.OpenFile(s.journalPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("server: save keys: %w", err)
+		}
+		s.log = f
+	}
+	if _, err := s.log.Write(append(b, '\n')); err != nil {
+		return s.dropLog(fmt.Errorf("server: save keys: append to %s: %w", s.journalPath(), err))
+	}
+	if err := s.log.Sync(); err != nil {
+		return s.dropLog(fmt.Errorf("server: save keys: fsync %s: %w", s.journalPath(), err))
+	}
+	apply()
+	s.lines++
+	if s.lines > max(journalCompact, len(s.state)) {
+		// The change is durable in the journal already: a rewrite that
+		// fails is tried again at the next change.
+		_ = s.writeFile(s.state)
+	}
+	return nil
+}
+
+// dropLog closes the journal after a failed write and forgets the state,
+// so the next change reads both files again (and drops a partial line).
+func (s *FileKeyStore) dropLog(err error) error {
+	s.log.Close()
+	s.log, s.state = nil, nil
+	return err
+}
+
+// Save replaces every key: the file is rewritten and the journal emptied.
 func (s *FileKeyStore) Save(ctx context.Context, keys map[string]KeyConfig) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := keyFile{Keys: make(map[string]persistedKey, len(keys))}
+	state := make(map[string]persistedKey, len(keys))
 	for n, k := range keys {
-		f.Keys[n] = persistedKey{KeyConfig: k, Tokens: k.Tokens}
+		state[n] = persistedKey{KeyConfig: k, Tokens: k.Tokens}
 	}
-	b, err := json.MarshalIndent(f, "", "  ")
+	if err := s.writeFile(state); err != nil {
+		return err
+	}
+	s.state = state
+	return nil
+}
+
+// writeFile writes state to Path atomically, then empties the journal.
+func (s *FileKeyStore) writeFile(state map[string]persistedKey) error {
+	b, err := json.MarshalIndent(keyFile{Keys: state}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("server: save keys: %w", err)
 	}
@@ -102,5 +251,22 @@ func (s *FileKeyStore) Save(ctx context.Context, keys map[string]KeyConfig) erro
 		d.Sync()
 		d.Close()
 	}
+	// The file now holds every change the journal held: empty it.
+	if s.log != nil {
+		s.log.Close()
+		s.log = nil
+	}
+	f, err := os.OpenFile(s.journalPath(), os.O_WRONLY|os.O_TRUNC|os.O_CREATE, 0o600)
+	if err != nil {
+		s.state = nil // read both again before the next change
+		return fmt.Errorf("server: save keys: empty %s: %w", s.journalPath(), err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		s.state = nil
+		return fmt.Errorf("server: save keys: empty %s: %w", s.journalPath(), err)
+	}
+	f.Close()
+	s.lines = 0
 	return nil
 }

@@ -790,7 +790,7 @@ func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key
 		return nil, ErrClosed
 	}
 	next[name] = k
-	if err := s.persist(ctx, next); err != nil {
+	if err := s.persist(ctx, next, name); err != nil {
 		k.issuer.Close(ctx)
 		return nil, err
 	}
@@ -832,7 +832,7 @@ func (s *Server) DeleteKey(ctx context.Context, name string) error {
 	}
 	next := maps.Clone(s.Table())
 	delete(next, name)
-	if err := s.persist(ctx, next); err != nil {
+	if err := s.persist(ctx, next, name); err != nil {
 		s.persistMu.Unlock()
 		return err
 	}
@@ -866,24 +866,39 @@ func (s *Server) SetStep(ctx context.Context, name string, step int64) (*Key, er
 	}
 	k.step.Store(step)
 	if !k.fromConfig {
-		if err := s.persist(ctx, s.Table()); err != nil {
+		if err := s.persist(ctx, s.Table(), name); err != nil {
 			return nil, err
 		}
 	}
 	return k, nil
 }
 
-func (s *Server) persist(ctx context.Context, t map[string]*Key) error {
+// persist records that key name changed (or, absent from t, is gone) in
+// the key store: that key alone when the store is a KeyJournal, every API
+// key of t otherwise.
+func (s *Server) persist(ctx context.Context, t map[string]*Key, name string) error {
 	if s.keystore == nil {
 		return nil
+	}
+	if j, ok := s.keystore.(KeyJournal); ok {
+		if k, ok := t[name]; ok {
+			return j.Put(ctx, name, k.persisted())
+		}
+		return j.Remove(ctx, name)
 	}
 	out := map[string]KeyConfig{}
 	for n, k := range t {
 		if !k.fromConfig {
-			c := k.cfg
-			c.Step = k.step.Load()
-			out[n] = c
+			out[n] = k.persisted()
 		}
 	}
 	return s.keystore.Save(ctx, out)
+}
+
+// persisted is the key's config as the key store keeps it, with its
+// current step.
+func (k *Key) persisted() KeyConfig {
+	c := k.cfg
+	c.Step = k.step.Load()
+	return c
 }
