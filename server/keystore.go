@@ -47,7 +47,6 @@ type FileKeyStore struct {
 
 	mu    sync.Mutex
 	state map[string]persistedKey // nil until read
-	log   *os.File                // the journal, open for appending once written to
 	lines int                     // lines in the journal
 }
 
@@ -168,18 +167,24 @@ func (s *FileKeyStore) record(l journalLine, apply func()) error {
 	if err != nil {
 		return fmt.Errorf("server: save keys: %w", err)
 	}
-	if s.log == nil {
-		f, err := os.OpenFile(s.journalPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("server: save keys: %w", err)
-		}
-		s.log = f
+	// Opened for each change (a KeyStore has no Close, and changes are
+	// rare next to the fsync each one costs).
+	f, err := os.OpenFile(s.journalPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("server: save keys: %w", err)
 	}
-	if _, err := s.log.Write(append(b, '\n')); err != nil {
-		return s.dropLog(fmt.Errorf("server: save keys: append to %s: %w", s.journalPath(), err))
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := s.log.Sync(); err != nil {
-		return s.dropLog(fmt.Errorf("server: save keys: fsync %s: %w", s.journalPath(), err))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// Perhaps part of a line: read both files again before the
+		// next change, which drops it.
+		s.state = nil
+		return fmt.Errorf("server: save keys: append to %s: %w", s.journalPath(), err)
 	}
 	apply()
 	s.lines++
@@ -189,14 +194,6 @@ func (s *FileKeyStore) record(l journalLine, apply func()) error {
 		_ = s.writeFile(s.state)
 	}
 	return nil
-}
-
-// dropLog closes the journal after a failed write and forgets the state,
-// so the next change reads both files again (and drops a partial line).
-func (s *FileKeyStore) dropLog(err error) error {
-	s.log.Close()
-	s.log, s.state = nil, nil
-	return err
 }
 
 // Save replaces every key: the file is rewritten and the journal emptied.
@@ -252,10 +249,6 @@ func (s *FileKeyStore) writeFile(state map[string]persistedKey) error {
 		d.Close()
 	}
 	// The file now holds every change the journal held: empty it.
-	if s.log != nil {
-		s.log.Close()
-		s.log = nil
-	}
 	f, err := os.OpenFile(s.journalPath(), os.O_WRONLY|os.O_TRUNC|os.O_CREATE, 0o600)
 	if err != nil {
 		s.state = nil // read both again before the next change
