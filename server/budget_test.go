@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,31 @@ func TestAnswerBudgetRefusal(t *testing.T) {
 	}
 	if got := f.s.budget.inUse(); got != 0 {
 		t.Fatalf("budget in use %d after the answer was written", got)
+	}
+}
+
+// TestMemoryLimitGrowsWithKeys: the default soft memory limit leaves room
+// for every key the server may hold, so a configuration of 100,000 keys
+// does not start with its live heap above the limit (the collector then
+// ran all the time: a 37 s start instead of 3 s).
+func TestMemoryLimitGrowsWithKeys(t *testing.T) {
+	small := &Config{Keys: map[string]KeyConfig{"order": {Strategy: "counter"}}}
+	small.SetDefaults()
+	if want := int64(96<<20 + DefaultMaxKeys*MemoryPerKey); small.MemoryLimit != want {
+		t.Errorf("one key, max_keys %d: memory_limit %d; want %d", small.MaxKeys, small.MemoryLimit, want)
+	}
+	many := &Config{Keys: map[string]KeyConfig{}}
+	for i := range 100000 {
+		many.Keys[fmt.Sprintf("k%d", i)] = KeyConfig{Strategy: "segment"}
+	}
+	many.SetDefaults()
+	if want := int64(96<<20 + 100000*MemoryPerKey); many.MemoryLimit != want {
+		t.Errorf("100,000 keys: memory_limit %d; want %d (2.4 KiB of live heap each)", many.MemoryLimit, want)
+	}
+	set := &Config{MemoryLimit: 200 << 20, Keys: many.Keys}
+	set.SetDefaults()
+	if set.MemoryLimit != 200<<20 {
+		t.Errorf("an explicit memory_limit became %d", set.MemoryLimit)
 	}
 }
 
