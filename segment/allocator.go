@@ -743,13 +743,9 @@ func (a *Allocator) CreateKey(ctx context.Context, k KeyInfo) error {
 // returns every row of the store afterwards, by key. Existing rows are
 // left as they are.
 func (a *Allocator) EnsureKeys(ctx context.Context, keys []KeyInfo) (map[string]KeyInfo, error) {
-	valid := make([]KeyInfo, 0, len(keys))
-	for _, k := range keys {
-		k, err := ValidateKeyInfo(k)
-		if err != nil {
-			return nil, err
-		}
-		valid = append(valid, k)
+	valid, err := ValidateKeyInfos(keys)
+	if err != nil {
+		return nil, err
 	}
 	have, err := a.rows(ctx)
 	if err != nil {

@@ -208,6 +208,20 @@ func ValidateKeyInfo(k KeyInfo) (KeyInfo, error) {
 	return k, nil
 }
 
+// ValidateKeyInfos checks every KeyInfo as ValidateKeyInfo does, for a
+// batch (BatchCreator.CreateMissing, Allocator.EnsureKeys), and returns
+// them with defaults applied; the first bad one refuses the batch.
+func ValidateKeyInfos(keys []KeyInfo) ([]KeyInfo, error) {
+	valid := make([]KeyInfo, len(keys))
+	for i, k := range keys {
+		var err error
+		if valid[i], err = ValidateKeyInfo(k); err != nil {
+			return nil, err
+		}
+	}
+	return valid, nil
+}
+
 // CanAdvance reports whether max_id can move up by step without passing
 // 2^63-1; stores use it to return ErrOverflow before changing anything.
 func CanAdvance(maxID, step int64) bool { return step >= 0 && maxID <= math.MaxInt64-step }

@@ -527,13 +527,9 @@ const createBatch = 200
 // transaction of multi-row INSERTs that skip existing keys (one commit,
 // one fsync, for any number of keys).
 func (s *Store) CreateMissing(ctx context.Context, keys []segment.KeyInfo) error {
-	valid := make([]segment.KeyInfo, 0, len(keys))
-	for _, k := range keys {
-		k, err := segment.ValidateKeyInfo(k)
-		if err != nil {
-			return err
-		}
-		valid = append(valid, k)
+	valid, err := segment.ValidateKeyInfos(keys)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.db.Bound(ctx)
 	defer cancel()
