@@ -384,7 +384,7 @@ func TestMonotonicClusterLinearizable(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(300 * time.Millisecond) // let them reach its socket
+		monoWaitQueued(t, base, 8) // they reached its socket, unread
 		if err := l.d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
@@ -529,6 +529,44 @@ func monoWaitState(t *testing.T, pid int, state byte) {
 			}
 		}
 		return true
+	})
+}
+
+// monoWaitQueued waits until n requests wait unread at the server of
+// base, whose process is stopped: connections in its listening socket's
+// accept queue, plus accepted connections with bytes unread
+// (/proc/net/tcp and tcp6: st 0A is LISTEN, whose rx_queue is the accept
+// queue; 01 is ESTABLISHED). It fails the test after monoWait.
+func monoWaitQueued(t *testing.T, base string, n int) {
+	t.Helper()
+	_, portText, _ := strings.Cut(strings.TrimPrefix(base, "http://"), ":")
+	port, err := strconv.Atoi(strings.TrimSuffix(portText, "/"))
+	if err != nil {
+		t.Fatalf("no port in %q", base)
+	}
+	want := fmt.Sprintf(":%04X", port)
+	testserver.Eventually(t, fmt.Sprintf("%d requests waiting in the socket of %s", n, base), monoWait, func() bool {
+		queued := 0
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				// sl local rem st tx_queue:rx_queue ...
+				fs := strings.Fields(line)
+				if len(fs) < 5 || !strings.HasSuffix(fs[1], want) {
+					continue
+				}
+				_, rxText, _ := strings.Cut(fs[4], ":")
+				rx, err := strconv.ParseInt(rxText, 16, 64)
+				switch {
+				case err != nil:
+				case fs[3] == "0A":
+					queued += int(rx)
+				case fs[3] == "01" && rx > 0:
+					queued++
+				}
+			}
+		}
+		return queued >= n
 	})
 }
 
