@@ -17,7 +17,7 @@
 #   servers.sh pause DIR                 SIGSTOP, waits until every thread stopped
 #   servers.sh resume DIR                SIGCONT, waits until it runs again
 #   servers.sh pid DIR                   print the server's pid
-#   servers.sh up BASE                   start every kind on the shared ports,
+#   servers.sh up BASE                   start every kind on the shared ports (the next free ones if taken),
 #                                        print `export IDMINT_TEST_...` lines
 #   servers.sh down BASE                 stop everything `up` started
 #
@@ -479,9 +479,20 @@ up() {
 	# not start stops the ones before it: a half-done up left servers
 	# running on the ports with their data directory gone, and the next up
 	# then met them ("could not open file global/pg_filenode.map").
+	# A port in use (another run's servers, a session's own) moves that kind
+	# to the next free one, in steps of 10 (etcd also takes port+1 for its
+	# peers); the ports taken are in the exported variables. A fixed port
+	# met by servers left running once failed a CI run in its first seconds.
 	for k in $KINDS; do
 		has "$k" || die "$k is not installed; run: sudo $SELF install $KINDS"
-		port_free "${PORT[$k]}" || die "port ${PORT[$k]} (for $k) is in use: $(port_user "${PORT[$k]}"); stop it (servers.sh down BASE of the run that started it) and try again"
+		local p=${PORT[$k]} n=0
+		until port_free "$p" && port_free $((p + 1)); do
+			n=$((n + 1))
+			[ "$n" -le 50 ] || die "no free port for $k from ${PORT[$k]} to $p (in use at ${PORT[$k]}: $(port_user "${PORT[$k]}"))"
+			p=$((p + 10))
+		done
+		[ "$p" = "${PORT[$k]}" ] || echo "servers.sh: port ${PORT[$k]} for $k is in use ($(port_user "${PORT[$k]}")); using $p" >&2
+		PORT[$k]=$p
 	done
 	mkdir -p "$base"
 	for k in $KINDS; do
