@@ -85,8 +85,21 @@ func TestStrayArgumentsRefused(t *testing.T) {
 func TestWorkersDefaultCoordinator(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	if code, out, errOut := runCLI(t, "workers"); code != 0 || !strings.Contains(out, "no worker IDs") {
-		t.Fatalf("workers in an empty directory: exit %d\n%s%s", code, out, errOut)
+	// In a folder without ./idmint-data it says where it looked and fails,
+	// and creates nothing there.
+	data := filepath.Join(dir, "idmint-data")
+	if code, out, errOut := runCLI(t, "workers"); code != 1 || out != "" || !strings.Contains(errOut, data) || !strings.Contains(errOut, "--coordinator") {
+		t.Fatalf("workers in an empty directory: exit %d\nstdout %q\nstderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("workers in an empty directory created %s (stat: %v)", data, err)
+	}
+	// With the directory but no lease yet it says which coordinator is empty.
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI(t, "workers"); code != 0 || !strings.Contains(out, "no worker IDs recorded in file://"+data) {
+		t.Fatalf("workers with an empty data directory: exit %d\n%s%s", code, out, errOut)
 	}
 	url := "file://" + filepath.Join(dir, "idmint-data", "worker")
 	if code, _, errOut := runCLI(t, "gen", "snowflake", "--layout", "leaf", "--coordinator", url, "-n", "3"); code != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"text/tabwriter"
@@ -32,6 +33,11 @@ func runWorkers(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		// Without a data directory here there is nothing to list, and an
+		// empty table would not say where it looked.
+		if _, err := os.Stat(filepath.Dir(abs)); err != nil {
+			return fmt.Errorf("no data directory at %s (where a zero-config idmint serve started in this folder keeps its worker ID): run idmint workers where serve runs, or name the coordinator with --coordinator URL", filepath.Dir(abs))
+		}
 		*coord = "file://" + filepath.ToSlash(abs)
 	}
 	a, err := worker.Open(ctx, *coord)
@@ -55,7 +61,7 @@ func runWorkers(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "%d\t%v\t%d\t%s\t%s\t%s\n", h.ID, h.Live, h.Generation, idtext.Printable(h.Holder), stamp(h.Since), stamp(h.Horizon))
 	}
 	if len(hs) == 0 {
-		fmt.Fprintln(w, "(no worker IDs recorded)")
+		fmt.Fprintf(w, "(no worker IDs recorded in %s)\n", idtext.Printable(*coord))
 	}
 	return w.Flush()
 }
