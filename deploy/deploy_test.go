@@ -30,7 +30,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/admin"
