@@ -22,6 +22,7 @@ test.sh: as root, this installs from Debian whatever is missing of:
   servers:          postgresql mariadb-server mariadb-client redis-server etcd-server zookeeper default-jre-headless
   deploy validators: yamllint docker-compose systemd nodejs npm (then npm ci in deploy/validators)
   browser tests:    chromium
+  gRPC code check:  protobuf-compiler
 MSG
 if [ "$(id -u)" = 0 ]; then
 	log=$(mktemp /tmp/idmint-test-install.XXXXXX.log)
@@ -32,6 +33,8 @@ if [ "$(id -u)" = 0 ]; then
 	bash deploy/validators/install.sh >>"$log" 2>&1 || { echo "test.sh: could not install the deploy validators (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: their tests will skip" >&2; }
 	# Headless Chromium for the browser tests (browsertest/, a module of its own).
 	command -v chromium >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; } >>"$log" 2>&1 || { echo "test.sh: could not install chromium (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: the dashboard's browser test will skip" >&2; }
+	# protoc, for the check that the gRPC API's generated code is fresh.
+	command -v protoc >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq protobuf-compiler || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }; } >>"$log" 2>&1 || { echo "test.sh: could not install protobuf-compiler (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: the generated-code check will skip" >&2; }
 else
 	echo "test.sh: not root: nothing is installed; tests whose servers or tools are missing skip" >&2
 fi

@@ -26,6 +26,11 @@ type Config struct {
 	// GRPCListen is the gRPC address (service idmint.v1.IDs). Empty: no
 	// gRPC listener.
 	GRPCListen string `yaml:"grpc_listen"`
+	// GRPCReflection serves gRPC server reflection (grpc.reflection.v1) on
+	// the gRPC listener, so grpcurl and similar tools can list and call the
+	// services without the .proto. Off by default: it tells anyone who can
+	// connect which services and methods there are.
+	GRPCReflection bool `yaml:"grpc_reflection"`
 	// AdminListen is the admin address serving pprof, /metrics and health.
 	// Empty: no admin listener (and no pprof anywhere).
 	AdminListen string `yaml:"admin_listen"`

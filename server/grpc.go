@@ -6,11 +6,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 )
 
 // GRPCServer returns a *grpc.Server serving the gRPC services of
-// Options.Surfaces (idmint.v1.IDs: server/grpcapi), with the server's
-// connection limits.
+// Options.Surfaces (idmint.v1.IDs: server/grpcapi), the standard health
+// service grpc.health.v1.Health (what /readyz says), server reflection when
+// grpc_reflection is on, and the server's connection limits.
 //
 // Limits against clients that open streams and never read them (1,000
 // unread streams used to pin 1.58 GB): at most GRPCMaxStreamsPerConn
@@ -41,6 +43,10 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		if svc, ok := sf.(GRPCService); ok {
 			svc.RegisterGRPC(g)
 		}
+	}
+	s.registerHealth(g)
+	if s.cfg.GRPCReflection {
+		reflection.Register(g)
 	}
 	return g
 }

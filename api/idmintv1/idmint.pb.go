@@ -2,11 +2,9 @@
 // configured with. Numeric IDs travel as int64 (no JavaScript here to lose
 // precision); UUID-family and order-number IDs as text.
 //
-// Regenerate the message code (from api):
-//   protoc --go_out=. --go_opt=paths=source_relative idmintv1/idmint.proto
-// The service glue in idmint_grpc.go is written by hand in the shape
-// protoc-gen-go-grpc produces (that plugin is not on this project's module
-// proxy).
+// Regenerate the message code (idmint.pb.go) and the service glue
+// (idmint_grpc.pb.go) with: bash api/generate.sh
+// A test fails when the committed files differ from what it generates.
 //
 // Auth: per-key bearer tokens in the "authorization" metadata
 // ("Bearer <token>"), as over HTTP.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -388,5 +389,22 @@ func TestMetricsHideVolume(t *testing.T) {
 	}
 	if scrape() == before {
 		t.Fatal("/metrics did not move for an ordinary key either: the test sees nothing")
+	}
+}
+
+// The health service answers for idmint.v1.IDs by name, as a client that
+// checks the service it calls (grpc-health-probe -service) asks.
+func TestHealthNamesIDs(t *testing.T) {
+	f := newFixture(t, nil)
+	cc, err := grpc.NewClient(serve(t, f), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: "idmint.v1.IDs"})
+	if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health of idmint.v1.IDs: %v %v", r, err)
 	}
 }
