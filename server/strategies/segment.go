@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,10 +24,13 @@ const DefaultStep = 1000
 func segmentStrategy() server.Strategy {
 	return server.Strategy{
 		Name:    "segment",
-		Summary: "Leaf-style number segments leased from a store (store: a stores: name, default sqlite in the data directory; step: lease size, default 1000)",
+		Summary: "Leaf-style number segments leased from a store (store: a stores: name, default sqlite in the data directory; step: lease size, default 1000; options.floor: the largest ID that exists already, every ID issued is above it)",
 		Check: func(k server.KeyConfig, cfg *server.Config) []server.Problem {
-			ps := unknownOptions(k, "description")
+			ps := unknownOptions(k, "description", "floor")
 			ps = append(ps, checkDescription(k)...)
+			if _, err := keyFloor(k); err != nil {
+				ps = append(ps, server.Problem{Field: "options.floor", Value: strconv.QuoteToASCII(k.Options["floor"]), Message: err.Error()})
+			}
 			ps = append(ps, nodeLocalStore(k, cfg)...)
 			if k.Step != 0 {
 				if err := segment.ValidateStep(k.Step); err != nil {
@@ -167,6 +171,12 @@ func prepareSegments(ctx context.Context, env *server.Env, keys map[string]serve
 			}
 			names = append(names, k.Key)
 		}
+		// Floors are raised before the first segments load.
+		for _, name := range names {
+			if err := applyFloor(ctx, a, name, keys[name]); err != nil {
+				return err
+			}
+		}
 		sort.Strings(names)
 		a.Warm(names)
 	}
@@ -179,6 +189,9 @@ func newSegment(ctx context.Context, env *server.Env, name string, k server.KeyC
 		return nil, err
 	}
 	if err := ensureRow(ctx, a, name, k.Step, k.Options["description"]); err != nil {
+		return nil, err
+	}
+	if err := applyFloor(ctx, a, name, k); err != nil {
 		return nil, err
 	}
 	key, err := a.Key(name)
@@ -281,4 +294,34 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// keyFloor reads options.floor: the largest ID that exists already (from
+// database auto-increment, Leaf, another ID service), every ID the key
+// issues is above it. -1 when the key has none.
+func keyFloor(k server.KeyConfig) (int64, error) {
+	v, ok := k.Options["floor"]
+	if !ok {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(strings.ReplaceAll(v, "_", "")), 10, 64)
+	if err != nil || n < 0 || n == math.MaxInt64 {
+		return -1, fmt.Errorf("must be a whole number from 0 to %d (the largest ID that exists already; idmint migrate --floor finds it)", int64(math.MaxInt64-1))
+	}
+	return n, nil
+}
+
+// applyFloor raises the key's witness mark and store above its floor
+// before it serves. A floor it cannot raise to (store or witness out of
+// reach, a refusal) fails the key: serving below a floor would repeat IDs
+// that exist already.
+func applyFloor(ctx context.Context, a *segment.Allocator, name string, k server.KeyConfig) error {
+	floor, err := keyFloor(k)
+	if err != nil || floor < 0 {
+		return err
+	}
+	if _, err := a.RaiseFloor(ctx, name, floor); err != nil {
+		return fmt.Errorf("key %q: options.floor %d: not served until its store and witness hold it: %w", name, floor, err)
+	}
+	return nil
 }

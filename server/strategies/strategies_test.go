@@ -198,6 +198,8 @@ func TestChecks(t *testing.T) {
 		"e": {Strategy: "segment", Step: 1 << 40},
 		"f": {Strategy: "snowflake", Layout: "simpleflake"}, // no node field
 		"g": {Strategy: "ordernum", Options: map[string]string{"format": "length=99", "key": "short"}},
+		"h": {Strategy: "segment", Options: map[string]string{"floor": "-5"}},
+		"i": {Strategy: "segment", Options: map[string]string{"floor": "12abc"}},
 	}}
 	cfg.SetDefaults()
 	err := cfg.Validate(reg)
@@ -205,7 +207,7 @@ func TestChecks(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v", err)
 	}
-	for _, want := range []string{"layouts.broken", "keys.a.options.datacenter", "keys.b.options.colour", "keys.c.options.version", "keys.d.step", "keys.e.step", "keys.f.layout", "keys.g.options.format", "keys.g.options.key"} {
+	for _, want := range []string{"layouts.broken", "keys.a.options.datacenter", "keys.b.options.colour", "keys.c.options.version", "keys.d.step", "keys.e.step", "keys.f.layout", "keys.g.options.format", "keys.g.options.key", "keys.h.options.floor", "keys.i.options.floor"} {
 		found := false
 		for _, p := range ve.Problems {
 			found = found || p.Field == want
