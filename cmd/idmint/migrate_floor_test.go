@@ -127,10 +127,10 @@ func TestMigrateFloor(t *testing.T) {
 			// A query that does not answer one whole number is refused,
 			// and a read-only transaction keeps a mistaken one from writing.
 			for q, want := range map[string]string{
-				"SELECT id, note FROM orders":    "answers 2 columns",
-				"SELECT id FROM orders":          "more than one row",
+				"SELECT id, note FROM orders":     "answers 2 columns",
+				"SELECT id FROM orders":           "more than one row",
 				"SELECT note FROM orders LIMIT 1": "not a whole number",
-				"DELETE FROM orders":             "",
+				"DELETE FROM orders":              "",
 			} {
 				code, _, errOut := runCLI(t, "migrate", "--store", store, "--key", "x", "--data-dir", dir, "--floor-sql", url, "--floor-query", q)
 				if code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "--floor-query") {
