@@ -2,6 +2,7 @@ package snowflake
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -73,5 +74,55 @@ func TestFirstTickAfterHorizon(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestNoStampPastHorizon is design.md U3 at the horizon's far edge: once
+// the horizon cannot be extended (the coordinator refuses the holder), the
+// generator issues on the horizon's own tick but never on the tick just
+// past it, nor later; it answers ErrHorizon instead. The clock is put
+// exactly on each tick in turn, so a check off by one tick shows.
+func TestNoStampPastHorizon(t *testing.T) {
+	t.Parallel()
+	for _, layout := range []string{"twitter", "sonyflake"} {
+		l, ok := Lookup(layout)
+		if !ok {
+			t.Fatalf("no %s layout", layout)
+		}
+		t.Run(layout, func(t *testing.T) {
+			t.Parallel()
+			m := &memHorizon{}
+			f := clock.NewFake(l.tickTime(l.tickOf(t0)))
+			g, _ := newGen(t, l, Settings{Clock: f, Horizon: m, HorizonLead: 20 * l.Unit()})
+			mustNext(t, g) // loads the horizon and records the first one
+			m.mu.Lock()
+			m.err = errors.New("lease lost: the coordinator refuses the write")
+			h := m.cur
+			m.mu.Unlock()
+			hz := l.tickOf(h)
+			if hz <= l.tickOf(f.Now()) {
+				t.Fatalf("recorded horizon %v (tick %d) is not ahead of the clock %v", h, hz, f.Now())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for tick := l.tickOf(f.Now()) + 1; tick <= hz+2; tick++ {
+				f.Advance(l.tickTime(tick).Sub(f.Now()))
+				id, err := g.Next(ctx)
+				switch {
+				case tick <= hz && err != nil:
+					t.Fatalf("clock on tick %d, horizon on tick %d: Next = %v; want an ID under the horizon", tick, hz, err)
+				case tick > hz && err == nil:
+					p := mustDecode(t, l, id)
+					t.Fatalf("clock on tick %d, horizon %v on tick %d, no extension possible: Next issued %d stamped %v (tick %d), past the horizon",
+						tick, h, hz, id, p.Time, l.tickOf(p.Time))
+				case tick > hz && !errors.Is(err, ErrHorizon):
+					t.Fatalf("clock on tick %d past the horizon's tick %d: Next = %v; want ErrHorizon", tick, hz, err)
+				case err == nil:
+					if p := mustDecode(t, l, id); p.Time.After(h) {
+						t.Fatalf("ID stamped %v past the recorded horizon %v", p.Time, h)
+					}
+				}
+			}
+		})
 	}
 }
