@@ -247,3 +247,66 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.w.Write(p)
 }
+
+// TestLeaseLateAnswerDoesNotExtend: a confirmation answered after the
+// lease's deadline has passed (a keepalive, or a ZooKeeper-style store that
+// proves the lease) proves it only from when it was sent. Sent at 1 s and
+// answered at 4 s, with the lease granted at 0 until 2.4 s (TTL 3 s, margin
+// 600 ms), it proves the lease until 3.4 s: already past, so nothing may be
+// issued on it, although the coordinator answered "fine".
+func TestLeaseLateAnswerDoesNotExtend(t *testing.T) {
+	t.Parallel()
+	const sendAt, answerAt = time.Second, 4 * time.Second
+	want := sendAt + 3*time.Second - 600*time.Millisecond
+	check := func(t *testing.T, l *Lease, now time.Duration, what string) {
+		t.Helper()
+		if got := l.ValidUntil(); got != want {
+			t.Fatalf("ValidUntil after a %s sent at %v and answered at %v = %v, want %v (send time + TTL - margin)", what, sendAt, answerAt, got, want)
+		}
+		if l.Valid() {
+			t.Fatalf("lease valid at %v after a %s answered past its deadline (valid until %v)", now, what, l.ValidUntil())
+		}
+	}
+	t.Run("keepalive", func(t *testing.T) {
+		t.Parallel()
+		l, b, clk := fakeLease(t) // keepalives every TTL/3 = 1 s
+		entered, answer := make(chan struct{}), make(chan struct{})
+		b.set(func(b *fakeBackend) { b.kaHook = func(context.Context) { entered <- struct{}{}; <-answer } })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := clk.WaitForSleepers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(sendAt)
+		select {
+		case <-entered:
+		case <-ctx.Done():
+			t.Fatal("keepalive not sent")
+		}
+		clk.Advance(answerAt - sendAt) // past 2.4 s (the grant) and 3.4 s (this keepalive)
+		if l.Valid() {
+			t.Fatalf("lease valid at %v, past its deadline, while its keepalive is unanswered", clk.Mono())
+		}
+		b.set(func(b *fakeBackend) { b.kaHook = nil })
+		close(answer)
+		if err := clk.WaitForSleepers(ctx, 1); err != nil {
+			t.Fatal("keepalive loop did not go back to sleep:", err)
+		}
+		check(t, l, clk.Mono(), "keepalive")
+	})
+	t.Run("confirming store", func(t *testing.T) {
+		t.Parallel()
+		l, b, clk := fakeLeaseOn(t, &confirmingBackend{&fakeBackend{}})
+		// Keepalives fail (coordinator unreachable): only the store can
+		// prove the lease here.
+		b.set(func(b *fakeBackend) { b.kaErr = errors.New("connection refused") })
+		clk.Advance(sendAt)
+		b.set(func(b *fakeBackend) {
+			b.storeHook = func(context.Context) { clk.Advance(answerAt - sendAt) }
+		})
+		if _, err := l.Extend(context.Background(), t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		check(t, l, clk.Mono(), "store")
+	})
+}

@@ -29,6 +29,9 @@ type fakeBackend struct {
 	kaHook func(ctx context.Context)
 	// storeBlock, when set, makes store wait for ctx.
 	storeBlock bool
+	// storeHook, when set, runs inside store (unlocked), before it
+	// answers: a write that takes time.
+	storeHook func(ctx context.Context)
 }
 
 func (b *fakeBackend) keepalive(ctx context.Context) error {
@@ -46,8 +49,11 @@ func (b *fakeBackend) keepalive(ctx context.Context) error {
 
 func (b *fakeBackend) store(ctx context.Context, until time.Time) (time.Time, error) {
 	b.mu.Lock()
-	block := b.storeBlock
+	block, hook := b.storeBlock, b.storeHook
 	b.mu.Unlock()
+	if hook != nil {
+		hook(ctx)
+	}
 	if block {
 		<-ctx.Done()
 		return time.Time{}, ctx.Err()
