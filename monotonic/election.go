@@ -267,7 +267,11 @@ func (e *Etcd) campaign(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if known := max(mark, e.cfg.Floor); known > start {
+	known := max(mark, e.cfg.Floor)
+	if e.cfg.Mutations.Has(mutate.IgnoreWitness) {
+		known = 0
+	}
+	if known > start {
 		e.cfg.Logger.Info("monotonic: source starts above a bound known elsewhere", "name", e.cfg.Name,
 			"source_bound", start, "known_bound", known, "witness_mark", mark, "floor", e.cfg.Floor, "source", "etcd "+e.boundKey())
 		start = known
@@ -428,7 +432,7 @@ func (e *Etcd) handover(ctx context.Context) (from time.Duration, found bool, er
 		return 0, false, fmt.Errorf("monotonic: read the last term: %w", err)
 	}
 	got := e.cfg.Clock.Mono()
-	if e.cfg.Mutations.Has(mutate.SecondLeader) {
+	if e.cfg.Mutations.Has(mutate.SecondLeader) || e.cfg.Mutations.Has(mutate.NoHandoverWait) {
 		return 0, len(resp.Kvs) > 0, nil
 	}
 	if len(resp.Kvs) == 0 {

@@ -27,6 +27,16 @@ const (
 	// successor issue at once instead of waiting out the predecessor's
 	// last proof: after a lease revoke two leaders answer at once.
 	SecondLeader
+	// NoHandoverWait lets a new monotonic leader issue at once instead of
+	// waiting one TTL after its predecessor's last proof; the deposed
+	// leader still fences when it sees its key deleted, but one cut off
+	// from etcd answers from memory until its own deadline.
+	NoHandoverWait
+	// IgnoreWitness lets a new monotonic leader start above the etcd
+	// bound alone, ignoring the witness's mark and the configured floor:
+	// after etcd is restored from an older snapshot it issues values
+	// again.
+	IgnoreWitness
 )
 
 // Set is the mistakes put back into one component.

@@ -60,6 +60,14 @@ type MonoConfig struct {
 	// Restores snapshots the coordinator's etcd at random times and
 	// restores it later from the older snapshot.
 	Restores bool
+	// Issued, when above 0, is how far the key issued before the run,
+	// somewhere etcd does not show (a File source on one node, or another
+	// prefix): every value of the run must be above it. IssuedIn says
+	// where the nodes learn it: "floor", as EtcdConfig.Floor (what serve
+	// passes from a File source's bound), or "mark", in every node's data
+	// directory witness (needs Dir).
+	Issued   int64
+	IssuedIn string
 }
 
 // MonoBugs re-introduces known mistakes of the monotonic leader.
@@ -67,6 +75,29 @@ type MonoBugs struct {
 	// SecondLeader: a deposed leader does not fence on its key's deletion
 	// and a new one does not wait out its predecessor (mutate.SecondLeader).
 	SecondLeader bool
+	// NoHandoverWait: a new leader issues at once instead of waiting one
+	// TTL after its predecessor's last proof (mutate.NoHandoverWait).
+	NoHandoverWait bool
+	// IgnoreWitness: a new leader starts above the etcd bound alone,
+	// ignoring the witness's mark and the floor (mutate.IgnoreWitness).
+	IgnoreWitness bool
+}
+
+func (b MonoBugs) mutations() *mutate.Set {
+	var f []mutate.Flag
+	if b.SecondLeader {
+		f = append(f, mutate.SecondLeader)
+	}
+	if b.NoHandoverWait {
+		f = append(f, mutate.NoHandoverWait)
+	}
+	if b.IgnoreWitness {
+		f = append(f, mutate.IgnoreWitness)
+	}
+	if len(f) == 0 {
+		return nil
+	}
+	return mutate.New(f...)
 }
 
 type proc struct {
@@ -143,6 +174,10 @@ type msim struct {
 	cfg  MonoConfig
 	seed uint64
 	r    *rand.Rand
+	// r2 draws the faults added after the world's first version, so the
+	// draws of r, and the runs of every seed without those faults, stay
+	// as they were.
+	r2 *rand.Rand
 	events
 	st   *etcdState // the coordinator's etcd
 	wdb  *etcdState // the separate witness store (Witness)
@@ -224,7 +259,7 @@ func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 	// shuffles that order on purpose: under it runs are checked, not
 	// replayable.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	w := &msim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6d6f6e6f)), st: newEtcdState(), wdb: newEtcdState(), base: runtime.NumGoroutine()}
+	w := &msim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6d6f6e6f)), r2: rand.New(rand.NewPCG(seed, 0x63757472)), st: newEtcdState(), wdb: newEtcdState(), base: runtime.NumGoroutine()}
 	if cfg.Dir != "" {
 		d, err := os.MkdirTemp(cfg.Dir, "mono-")
 		if err != nil {
@@ -246,6 +281,9 @@ func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 	if w.cfg.MaxDrift == 0 {
 		w.cfg.MaxDrift = 500e-6
 	}
+	if w.cfg.Issued > 0 && (w.cfg.IssuedIn != "floor" && w.cfg.IssuedIn != "mark" || w.cfg.IssuedIn == "mark" && w.dir == "") {
+		panic(fmt.Sprintf("sim: Issued %d in %q: want \"floor\", or \"mark\" with Dir", w.cfg.Issued, w.cfg.IssuedIn))
+	}
 	w.loss = []float64{0, 0.02, 0.1}[w.r.IntN(3)]
 	w.slow = []float64{0, 0.05, 0.2}[w.r.IntN(3)]
 	w.cut = make([]partition, w.cfg.Nodes)
@@ -257,6 +295,13 @@ func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 		w.nodes = append(w.nodes, n)
 		w.logf("node %d drift %+.0fppm", i, n.drift*1e6)
 		w.start(n)
+	}
+	if w.cfg.Issued > 0 {
+		// Answered before the run began: every call must be above it.
+		w.answered = append(w.answered, mop{node: -1, first: 1, n: w.cfg.Issued, inv: -1, resp: -1})
+		w.prefix = append(w.prefix, w.cfg.Issued)
+		w.ranges = append(w.ranges, [2]int64{1, w.cfg.Issued})
+		w.logf("values 1..%d issued before the run (known from the %s)", w.cfg.Issued, w.cfg.IssuedIn)
 	}
 	w.plan()
 	for w.q.Len() > 0 && w.failure == "" {
@@ -286,10 +331,7 @@ func (w *msim) start(n *mnode) {
 	cli := clientv3.NewCtxClient(context.Background())
 	ec := &etcdClient{p: p, w: w}
 	cli.KV, cli.Lease, cli.Watcher = ec, ec, ec
-	var mut *mutate.Set
-	if w.cfg.Bugs.SecondLeader {
-		mut = mutate.New(mutate.SecondLeader)
-	}
+	mut := w.cfg.Bugs.mutations()
 	var wit monotonic.Witness
 	if w.dir != "" {
 		local, err := witness.OpenFile(filepath.Join(w.dir, fmt.Sprintf("node%d", n.i)))
@@ -298,6 +340,12 @@ func (w *msim) start(n *mnode) {
 		}
 		n.closers = append(n.closers, local)
 		wit = local
+		if w.cfg.IssuedIn == "mark" && n.inc == 1 {
+			space := monotonic.WitnessSpace("sim")
+			if _, ok, err := local.Claim(context.Background(), space, 0, w.cfg.Issued); err != nil || !ok {
+				panic(fmt.Sprintf("sim: node %d's witness: mark %d: %v %v", n.i, w.cfg.Issued, ok, err))
+			}
+		}
 		var cl *witness.Etcd
 		switch w.cfg.Witness {
 		case "etcd":
@@ -312,11 +360,15 @@ func (w *msim) start(n *mnode) {
 			wit = witness.Multi{local, cl}
 		}
 	}
+	var floor int64
+	if w.cfg.IssuedIn == "floor" {
+		floor = w.cfg.Issued
+	}
 	e, err := monotonic.NewEtcd(monotonic.EtcdConfig{Client: cli, Prefix: "/sim/", Name: "sim", TTL: w.cfg.TTL, Witness: wit,
 		// The network's own timeout (simTimeout) bounds every call in
 		// simulated time; a real-time deadline must never fire.
 		Timeout: time.Hour, Advertise: fmt.Sprintf("node%d", n.i), Clock: n.clk, Logger: discard, Mutations: mut, Window: 50,
-		Forward: &forwarder{w: w, p: p}})
+		Forward: &forwarder{w: w, p: p}, Floor: floor})
 	if err != nil {
 		panic(err)
 	}
@@ -355,6 +407,13 @@ func (w *msim) plan() {
 	}
 	for range w.r.IntN(2) {
 		w.at(time.Duration(w.r.Int64N(int64(d))), w.deleteLeaderKey)
+	}
+	if w.r2.IntN(2) == 0 {
+		t := time.Duration(w.r2.Int64N(int64(d)))
+		long := w.cfg.TTL/2 + time.Duration(w.r2.Int64N(int64(w.cfg.TTL)))
+		way := 2 * w.r2.IntN(2) // both ways, or replies lost: either hides the deletion
+		after := time.Duration(w.r2.Int64N(int64(w.cfg.TTL / 2)))
+		w.at(t, func() { w.revokeCutLeader(long, way, after) })
 	}
 	if w.cfg.Restores {
 		for range 1 + w.r.IntN(2) {
@@ -421,6 +480,38 @@ func (w *msim) revokeLeader() {
 		w.st.dropLease(k.lse)
 		w.notify()
 	}
+}
+
+// revokeCutLeader cuts the leader off from etcd for long (way: as in
+// partition) and, after, revokes its lease, as an operator might who sees
+// it unreachable: the leader cannot see its key go, and answers from
+// memory until its own deadline, which its successor must wait out.
+func (w *msim) revokeCutLeader(long time.Duration, way int, after time.Duration) {
+	k := w.leaderKey()
+	i, ok := w.leaderNode()
+	if !ok {
+		return
+	}
+	w.cut[i] = partition{until: w.now + long, way: way}
+	w.logf("node %d (leader, election key %s) partitioned for %v (%s)", i, k.key, long, []string{"both ways", "requests lost", "replies lost"}[way])
+	w.at(w.now+after, func() {
+		if l := w.leaderKey(); l != nil && l.key == k.key && l.create == k.create {
+			w.revokeLeader()
+		}
+	})
+}
+
+// leaderNode is the node the leading election key names.
+func (w *msim) leaderNode() (int, bool) {
+	k := w.leaderKey()
+	var i int
+	if k == nil {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(string(k.val), "node%d", &i); err != nil || i < 0 || i >= len(w.nodes) {
+		return 0, false
+	}
+	return i, true
 }
 
 // deleteLeaderKey is `etcdctl del` of the leader's election key.
@@ -827,8 +918,13 @@ func (w *msim) answer(o *mop) {
 		for ; j < i && w.answered[j].first+w.answered[j].n-1 < o.first; j++ {
 		}
 		a := w.answered[j]
-		w.fail("node %d's call begun at %.3fs got [%d, %d], not above [%d, %d] that node %d answered at %.3fs, before it began",
-			o.node, o.inv.Seconds(), o.first, last, a.first, a.first+a.n-1, a.node, a.resp.Seconds())
+		if a.node < 0 {
+			w.fail("node %d's call begun at %.3fs got [%d, %d], not above [%d, %d] issued before the run (known from the %s)",
+				o.node, o.inv.Seconds(), o.first, last, a.first, a.first+a.n-1, w.cfg.IssuedIn)
+		} else {
+			w.fail("node %d's call begun at %.3fs got [%d, %d], not above [%d, %d] that node %d answered at %.3fs, before it began",
+				o.node, o.inv.Seconds(), o.first, last, a.first, a.first+a.n-1, a.node, a.resp.Seconds())
+		}
 	}
 	// No value twice.
 	r := [2]int64{o.first, last}
