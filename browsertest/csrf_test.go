@@ -50,6 +50,7 @@ func TestAttackCSRFInBrowser(t *testing.T) {
 	go func() { served <- s.Serve(sctx, server.Listeners{HTTP: ln}) }()
 	t.Cleanup(func() {
 		stop()
+		s.SkipDrain() // no load balancer to drain for
 		select {
 		case <-served:
 		case <-time.After(30 * time.Second):

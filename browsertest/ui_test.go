@@ -107,6 +107,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	go func() { served <- s.Serve(sctx, server.Listeners{HTTP: ln}) }()
 	t.Cleanup(func() {
 		stop()
+		s.SkipDrain() // no load balancer to drain for
 		select {
 		case err := <-served:
 			if err != nil {

@@ -113,6 +113,12 @@ type Config struct {
 	WriteTimeout      Duration `yaml:"write_timeout"`
 	IdleTimeout       Duration `yaml:"idle_timeout"`
 	ShutdownTimeout   Duration `yaml:"shutdown_timeout"`
+	// DrainPeriod is how long a node keeps serving after SIGTERM while
+	// /readyz answers 503 "draining", so load balancers and Kubernetes
+	// move clients to other nodes before it stops accepting. Nil: the
+	// default, DefaultDrainPeriod; 0s: stop accepting at once. Read it
+	// with Drain.
+	DrainPeriod *Duration `yaml:"drain_period"`
 
 	// getenv is what Override was given, kept for Getenv.
 	getenv func(string) string
@@ -296,7 +302,19 @@ const (
 	DefaultMaxConns     = 4096
 	DefaultMaxKeys      = 4096
 	DefaultStore        = "default"
+	// DefaultDrainPeriod is drain_period's default: two failed probes of
+	// a readiness check every 2 s, and a load balancer's poll, fit in it.
+	DefaultDrainPeriod = 5 * time.Second
 )
+
+// Drain is the drain period: DrainPeriod, or DefaultDrainPeriod when it is
+// not set.
+func (c *Config) Drain() time.Duration {
+	if c.DrainPeriod == nil {
+		return DefaultDrainPeriod
+	}
+	return time.Duration(*c.DrainPeriod)
+}
 
 // MemoryPerKey is what the default memory_limit allows each key: its live
 // heap is about 2.4 KiB, and the rest lets GOGC's headroom work.
@@ -390,6 +408,10 @@ func (c *Config) SetDefaults() {
 	def(&c.WriteTimeout, 30*time.Second)
 	def(&c.IdleTimeout, 120*time.Second)
 	def(&c.ShutdownTimeout, 30*time.Second)
+	if c.DrainPeriod == nil {
+		d := Duration(DefaultDrainPeriod)
+		c.DrainPeriod = &d
+	}
 	def(&c.AnswerTimeout, 10*time.Second)
 	for name, k := range c.Keys {
 		if k.Store == "" {
@@ -411,7 +433,7 @@ func absOrSelf(p string) string {
 //
 //	IDMINT_LISTEN, IDMINT_GRPC_LISTEN, IDMINT_ADMIN_LISTEN, IDMINT_DATA_DIR, IDMINT_COORDINATOR, IDMINT_WITNESS,
 //	IDMINT_STORE (the default store's URL), IDMINT_ADMIN_TOKEN,
-//	IDMINT_MAX_COUNT, IDMINT_TLS_CERT, IDMINT_TLS_KEY.
+//	IDMINT_MAX_COUNT, IDMINT_TLS_CERT, IDMINT_TLS_KEY, IDMINT_DRAIN_PERIOD.
 //
 // Call it before SetDefaults so that derived defaults follow
 // IDMINT_DATA_DIR. It fails naming the variable and value when one does not
@@ -447,6 +469,14 @@ func (c *Config) Override(getenv func(string) string) error {
 			return fmt.Errorf("server: IDMINT_MAX_COUNT: %q is not a whole number", v)
 		}
 		c.MaxCount = n
+	}
+	if v := getenv("IDMINT_DRAIN_PERIOD"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("server: IDMINT_DRAIN_PERIOD: %q is not a duration (5s, 0s)", v)
+		}
+		dd := Duration(d)
+		c.DrainPeriod = &dd
 	}
 	return nil
 }
@@ -597,6 +627,9 @@ func (c *Config) Validate(reg *Registry) error {
 		if d.v < 0 {
 			add(d.f, time.Duration(d.v).String(), "must not be negative")
 		}
+	}
+	if d := c.Drain(); d < 0 || d > 10*time.Minute {
+		add("drain_period", d.String(), "must be between 0s (stop accepting at once) and 10m")
 	}
 	for _, name := range sortedKeys(c.Stores) {
 		u := c.Stores[name]

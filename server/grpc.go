@@ -37,6 +37,8 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		// A call finding no idle worker still gets a goroutine of its
 		// own, so the pool is sized for typical concurrency, not cores.
 		grpc.NumStreamWorkers(uint32(16 * runtime.GOMAXPROCS(0))),
+		// Streams end when Serve stops accepting (drain.go).
+		grpc.ChainStreamInterceptor(s.endAtStop),
 	}
 	g := grpc.NewServer(append(base, opts...)...)
 	for _, sf := range s.surfaces {

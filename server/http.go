@@ -494,6 +494,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !s.MethodOK(w, r, http.MethodGet) {
 		return
 	}
+	if s.draining.Load() {
+		s.writeDraining(w)
+		s.metrics.observe(routeReady, http.StatusServiceUnavailable, 0)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.readyErr(ctx); err != nil {

@@ -32,6 +32,17 @@ type limitListener struct {
 	index  *connIndex
 	budget *answerBudget
 	now    func() time.Duration
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Close closes the listener once; later calls return the first's result.
+// Serve closes its listeners to stop accepting before http.Server.Shutdown
+// closes them again, which would otherwise report the second close.
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.Listener.Close() })
+	return l.closeErr
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {

@@ -74,6 +74,15 @@ type Server struct {
 	adminToken []tokenHash
 	closed     atomic.Bool
 	recent     refusalList // the recent refusals (Refusals)
+
+	// Shutdown's phases (drain.go): draining from the start of the
+	// drain; skipCtx ends with SkipDrain; stopCtx when the listeners
+	// close (it ends the gRPC streams).
+	draining    atomic.Bool
+	skipCtx     context.Context
+	skipDrain   context.CancelFunc
+	stopCtx     context.Context
+	stopStreams context.CancelFunc
 }
 
 // Key is one served key: its config and issuer with the capabilities
@@ -131,6 +140,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		cfg:    o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
 		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry, NodeName: o.NodeName},
 	}
+	s.skipCtx, s.skipDrain = context.WithCancel(context.Background())
+	s.stopCtx, s.stopStreams = context.WithCancel(context.Background())
 	if o.Config.AdminToken != "" {
 		s.adminToken = hashTokens([]string{o.Config.AdminToken})
 	}
@@ -545,14 +556,16 @@ type Listeners struct {
 // Serve serves Handler on l.HTTP, the gRPC service on l.GRPC and
 // AdminHandler on l.Admin (each with TLS when the config names a
 // certificate), until ctx is done.
-// Then it stops accepting, waits for in-flight requests and streams (up to
+// Then it drains for the config's drain_period (/readyz answers 503,
+// requests are still served; SkipDrain cuts it short), stops accepting,
+// ends the gRPC streams, waits for in-flight requests (up to
 // ShutdownTimeout) and closes the server, which releases leases with their
-// horizon recorded.
+// horizon recorded (drain.go).
 func (s *Server) Serve(ctx context.Context, l Listeners) error {
 	if l.GRPC != nil && !s.servesGRPC() {
 		return errors.New("server: a gRPC listener is given but no surface serves gRPC: add grpcapi.New (server/grpcapi) to Options.Surfaces")
 	}
-	pub := s.HTTPServer(s.Handler())
+	pub := s.HTTPServer(s.drainAware(s.Handler()))
 	errc := make(chan error, 3)
 	// At most max_conns connections at once (U10: each holds buffers and
 	// a goroutine), as the gRPC listener holds at most GRPCMaxConns.
@@ -579,11 +592,12 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 		errc <- err
 	}()
 	var adm *http.Server
+	var admLn, grpcLn *limitListener
 	if l.Admin != nil {
 		// The admin listener carries the admin token: TLS whenever the
 		// public listener has it, and a cap on connections like the others.
-		adm = s.HTTPServer(s.AdminHandler())
-		admLn := newLimitListener(l.Admin, AdminMaxConns)
+		adm = s.HTTPServer(s.drainAware(s.AdminHandler()))
+		admLn = newLimitListener(l.Admin, AdminMaxConns)
 		adm.ConnState = admLn.ConnState
 		go func() {
 			if s.cfg.TLS.CertFile != "" {
@@ -604,6 +618,7 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 			opts = append(opts, grpc.Creds(creds))
 		}
 		ln, idx := owingListener(l.GRPC, GRPCMaxConns, s.budget, s.clk.Mono)
+		grpcLn = ln
 		s.grpcConns = idx
 		gs = s.GRPCServer(append(opts, grpc.StatsHandler(grpcStreams{ln}))...)
 		wctx, stopWatch := context.WithCancel(ctx)
@@ -616,33 +631,66 @@ func (s *Server) Serve(ctx context.Context, l Listeners) error {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
-	s.log.Info("shutting down: finishing in-flight requests")
+	// The phases of drain.go, each logged with the time since begun.
+	begun := s.clk.Mono()
+	since := func() time.Duration { return s.clk.Mono() - begun }
+	if serveErr == nil {
+		s.drain(begun)
+	} else {
+		s.draining.Store(true) // a listener failed: no drain, stop now
+	}
+	// Stop accepting: every listener closes now (http.Server.Shutdown and
+	// GracefulStop close them again, which limitListener ignores), and the
+	// gRPC streams end.
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
 	defer cancel()
+	s.stopStreams()
+	httpLn.Close()
+	if admLn != nil {
+		admLn.Close()
+	}
+	if grpcLn != nil {
+		grpcLn.Close()
+	}
+	s.log.Info("shutdown: stopped accepting connections; finishing in-flight requests", "after", since(), "shutdown_timeout", time.Duration(s.cfg.ShutdownTimeout))
+	stopped := since()
 	errs := []error{}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		errs = append(errs, serveErr)
 	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	shut := func(name string, f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
 	if gs != nil {
-		stopped := make(chan struct{})
-		go func() { gs.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-sctx.Done():
-			gs.Stop()
-		}
+		shut("shutdown grpc", func() error {
+			done := make(chan struct{})
+			go func() { gs.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-sctx.Done():
+				gs.Stop()
+			}
+			return nil
+		})
 	}
-	if err := pub.Shutdown(sctx); err != nil {
-		errs = append(errs, fmt.Errorf("shutdown: %w", err))
-	}
+	shut("shutdown", func() error { return pub.Shutdown(sctx) })
 	if adm != nil {
-		if err := adm.Shutdown(sctx); err != nil {
-			errs = append(errs, fmt.Errorf("shutdown admin: %w", err))
-		}
+		shut("shutdown admin", func() error { return adm.Shutdown(sctx) })
 	}
+	wg.Wait()
+	s.log.Info("shutdown: in-flight requests finished; closing keys and stores", "after", since(), "in_flight_took", since()-stopped)
 	if err := s.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
+	s.log.Info("shutdown: done", "after", since())
 	return errors.Join(errs...)
 }
 

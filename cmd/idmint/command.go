@@ -24,6 +24,8 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// again is closed at the second SIGINT or SIGTERM (nil: never).
+	again <-chan struct{}
 }
 
 var commands = map[string]command{}

@@ -146,6 +146,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	// resident set went from 110 to about 45 MB. Beside the first requests,
 	// not before them: the collection took 20-30 ms of a 250 ms start.
 	go debug.FreeOSMemory()
+	// A second signal skips the rest of the drain period (an operator
+	// who means "now").
+	served := make(chan struct{})
+	defer close(served)
+	go func() {
+		select {
+		case <-e.again:
+			log.Info("second signal: skipping the rest of the drain period")
+			srv.SkipDrain()
+		case <-served:
+		}
+	}()
 	return srv.Serve(ctx, ls)
 }
 

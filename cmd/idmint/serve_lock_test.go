@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 type inProcess struct {
 	stdout, stderr *lockedWriter
 	cancel         context.CancelFunc
+	again          chan struct{} // closed by stop: a second signal, which skips the drain
+	againOnce      sync.Once
 	done           chan int
 }
 
@@ -26,8 +29,8 @@ type inProcess struct {
 func serveInProcess(t *testing.T, vars map[string]string, args ...string) (p *inProcess, ok bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p = &inProcess{stdout: &lockedWriter{w: &bytes.Buffer{}}, stderr: &lockedWriter{w: &bytes.Buffer{}}, cancel: cancel, done: make(chan int, 1)}
-	e := &env{stdin: strings.NewReader(""), stdout: p.stdout, stderr: p.stderr, getenv: func(k string) string { return vars[k] }}
+	p = &inProcess{stdout: &lockedWriter{w: &bytes.Buffer{}}, stderr: &lockedWriter{w: &bytes.Buffer{}}, cancel: cancel, again: make(chan struct{}), done: make(chan int, 1)}
+	e := &env{stdin: strings.NewReader(""), stdout: p.stdout, stderr: p.stderr, getenv: func(k string) string { return vars[k] }, again: p.again}
 	go func() { p.done <- run(ctx, e, append([]string{"serve"}, args...)) }()
 	t.Cleanup(func() { p.stop(t) })
 	deadline := time.After(60 * time.Second)
@@ -50,6 +53,7 @@ func serveInProcess(t *testing.T, vars map[string]string, args ...string) (p *in
 func (p *inProcess) stop(t *testing.T) int {
 	t.Helper()
 	p.cancel()
+	p.againOnce.Do(func() { close(p.again) })
 	select {
 	case code := <-p.done:
 		p.done <- code
