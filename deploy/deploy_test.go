@@ -8,6 +8,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"debug/elf"
 	"encoding/json"
@@ -273,6 +274,9 @@ func TestSystemd(t *testing.T) {
 		for k, v := range readEnvFile(t, "systemd/"+filepath.Base(strings.TrimPrefix(f, "-"))+".example") {
 			example[k] = v
 			env[k] = dummyToken // the example holds placeholders only
+			if k == "ORDERNUM_KEYS" {
+				env[k] = "1:" + strings.Repeat("5a", 32) // a key ring in the form the example asks for
+			}
 		}
 	}
 	// The example's admin token is a placeholder that serve --check refuses,
@@ -293,7 +297,35 @@ func TestSystemd(t *testing.T) {
 	for _, d := range u["ConfigurationDirectory"] {
 		r.dirs["/etc/"+d] = "systemd"
 	}
-	checkRun(t, r)
+	if cfg := checkRun(t, r); cfg != nil {
+		if len(u["TimeoutStopSec"]) != 1 {
+			t.Fatalf("idmint.service: TimeoutStopSec=%v, want one value", u["TimeoutStopSec"])
+		}
+		v := u["TimeoutStopSec"][0]
+		if _, err := strconv.Atoi(v); err == nil {
+			v += "s" // systemd reads a bare number as seconds
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("idmint.service: TimeoutStopSec=%s: %v", u["TimeoutStopSec"][0], err)
+		}
+		checkStopGrace(t, "idmint.service TimeoutStopSec", d, cfg)
+	}
+}
+
+// checkStopGrace checks that what a deployment gives a node between its
+// stop signal and the kill covers the drain period (/readyz 503 while
+// requests are still served), shutdown_timeout for in-flight requests,
+// and 5 s more to release the lease; and that the deployment drains.
+func checkStopGrace(t *testing.T, where string, grace time.Duration, cfg *server.Config) {
+	t.Helper()
+	if cfg.Drain() <= 0 {
+		t.Errorf("%s: drain_period is %v: a rolling restart then refuses clients (the default is %v)", where, cfg.Drain(), server.DefaultDrainPeriod)
+	}
+	need := cfg.Drain() + time.Duration(cfg.ShutdownTimeout) + 5*time.Second
+	if grace < need {
+		t.Errorf("%s is %v, want at least drain_period %v + shutdown_timeout %v + 5 s = %v, or the node is killed before it finishes", where, grace, cfg.Drain(), time.Duration(cfg.ShutdownTimeout), need)
+	}
 }
 
 func parseUnit(t *testing.T, path string) map[string][]string {
@@ -347,6 +379,7 @@ func TestCompose(t *testing.T) {
 			Environment map[string]string
 			Ports       []string
 			Volumes     []string
+			StopGrace   string `yaml:"stop_grace_period"`
 		}
 		Volumes map[string]any
 	}
@@ -407,6 +440,14 @@ func TestCompose(t *testing.T) {
 		if cfg == nil {
 			continue
 		}
+		grace := 10 * time.Second // compose's default
+		if s.StopGrace != "" {
+			var err error
+			if grace, err = time.ParseDuration(s.StopGrace); err != nil {
+				t.Fatalf("compose %s: stop_grace_period %q: %v", name, s.StopGrace, err)
+			}
+		}
+		checkStopGrace(t, "compose "+name+" stop_grace_period", grace, cfg)
 		// The coordinator and the stores must be the compose services.
 		for what, u := range map[string]string{"coordinator": cfg.Coordinator, "default store": cfg.Stores[server.DefaultStore]} {
 			host := urlHost(u)
@@ -502,6 +543,8 @@ type (
 			Path string
 			Port yaml.Node
 		} `yaml:"httpGet"`
+		PeriodSeconds    int `yaml:"periodSeconds"`
+		FailureThreshold int `yaml:"failureThreshold"`
 	}
 	k8sContainer struct {
 		Name    string
@@ -564,8 +607,9 @@ func TestKubernetes(t *testing.T) {
 			Template    struct {
 				Metadata struct{ Labels map[string]string }
 				Spec     struct {
-					Containers []k8sContainer
-					Volumes    []struct {
+					TerminationGrace *int `yaml:"terminationGracePeriodSeconds"`
+					Containers       []k8sContainer
+					Volumes          []struct {
 						Name      string
 						ConfigMap *struct {
 							Name  string
@@ -712,6 +756,19 @@ func TestKubernetes(t *testing.T) {
 	}
 	cfg := checkRun(t, r)
 	if cfg != nil {
+		grace := 30 * time.Second // Kubernetes' default
+		if g := sts.Spec.Template.Spec.TerminationGrace; g != nil {
+			grace = time.Duration(*g) * time.Second
+		}
+		checkStopGrace(t, "terminationGracePeriodSeconds", grace, cfg)
+		// Load balancers polling the pod must see it not ready within the
+		// drain period (Kubernetes' defaults: every 10 s, 3 failures).
+		if p := c.ReadinessProbe; p != nil {
+			period, fails := cmp.Or(p.PeriodSeconds, 10), cmp.Or(p.FailureThreshold, 3)
+			if seen := time.Duration(period*fails) * time.Second; seen >= cfg.Drain() {
+				t.Errorf("readinessProbe: periodSeconds %d x failureThreshold %d = %v, want less than drain_period %v: the pod stops accepting before the probe says it is not ready", period, fails, seen, cfg.Drain())
+			}
+		}
 		// The data directory must be the PVC's mount: the worker's horizon
 		// file lives there.
 		if !strings.HasPrefix(cfg.Coordinator, "k8s://") && !strings.HasPrefix(cfg.Coordinator, "etcd://") {
