@@ -312,6 +312,10 @@ func TestServeEndToEnd(t *testing.T) {
 		if !strings.Contains(d.stderr.String(), "shutdown: done") {
 			t.Errorf("run %d: no shutdown log:\n%s", run, d.stderr)
 		}
+		// stop's second SIGTERM came within the 5 s drain period.
+		if !strings.Contains(d.stderr.String(), "drain cut short by a second signal") {
+			t.Errorf("run %d: the second SIGTERM did not cut the drain short:\n%s", run, d.stderr)
+		}
 	}
 	t.Logf("%d IDs over keys %v, two runs, no duplicates", total, keys)
 	if _, err := os.Stat(filepath.Join(data, "worker")); err != nil {
