@@ -90,6 +90,16 @@ func TestGRPCHealth(t *testing.T) {
 	if st := check(""); st != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("ready again: %v", st)
 	}
+	// A node that is draining (SIGTERM received) is NOT_SERVING at once,
+	// as /readyz is 503 "draining", so probes take it out before it stops.
+	f.s.draining.Store(true)
+	if st := check(""); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("draining: %v", st)
+	}
+	if w := do(f.h, req{target: "/readyz"}); w.Code != 503 {
+		t.Fatalf("/readyz while draining: %d", w.Code)
+	}
+	f.s.draining.Store(false)
 	if err := f.s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
