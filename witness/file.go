@@ -37,10 +37,11 @@ const (
 type File struct {
 	dir  string
 	lock *os.File
+	ops  fileOps
 
 	mu     sync.Mutex
 	marks  map[string]int64
-	f      *os.File
+	f      logFile
 	lines  int    // lines in the log
 	wrote  uint64 // lines appended so far (sequence)
 	closed bool
@@ -49,8 +50,36 @@ type File struct {
 	synced atomic.Uint64 // appended lines known durable
 }
 
+// logFile is what the File writes its log through: an *os.File, or a
+// double that fails on purpose in the package's tests.
+type logFile interface {
+	Write(p []byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// fileOps opens the log's files and syncs its directory.
+type fileOps struct {
+	open    func(name string, flag int) (logFile, error)
+	syncDir func(dir string) error
+}
+
+var osOps = fileOps{
+	open: func(name string, flag int) (logFile, error) {
+		f, err := os.OpenFile(name, flag, 0o600)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return f, nil
+	},
+	syncDir: syncDir,
+}
+
 // OpenFile opens (creating if needed) the File witness in dir.
-func OpenFile(dir string) (*File, error) {
+func OpenFile(dir string) (*File, error) { return openFile(dir, osOps) }
+
+func openFile(dir string, ops fileOps) (*File, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("witness: file: directory is empty")
 	}
@@ -65,7 +94,7 @@ func OpenFile(dir string) (*File, error) {
 		lock.Close()
 		return nil, fmt.Errorf("witness: file: %s is in use by another process (flock: %v): one process per data directory", dir, err)
 	}
-	w := &File{dir: dir, lock: lock, marks: map[string]int64{}}
+	w := &File{dir: dir, lock: lock, ops: ops, marks: map[string]int64{}}
 	if err := w.load(); err != nil {
 		lock.Close()
 		return nil, err
@@ -127,7 +156,7 @@ func parseLine(ln string) (string, int64, error) {
 // for appending. The caller holds mu (or is OpenFile).
 func (w *File) compactLocked() error {
 	tmp := w.path() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := w.ops.open(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("witness: file: %w", err)
 	}
@@ -145,13 +174,13 @@ func (w *File) compactLocked() error {
 		err = os.Rename(tmp, w.path())
 	}
 	if err == nil {
-		err = syncDir(w.dir)
+		err = w.ops.syncDir(w.dir)
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("witness: file: rewrite %s: %w", w.path(), err)
 	}
-	nf, err := os.OpenFile(w.path(), os.O_WRONLY|os.O_APPEND, 0o600)
+	nf, err := w.ops.open(w.path(), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("witness: file: %w", err)
 	}
