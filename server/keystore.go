@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -40,17 +41,68 @@ type KeyJournal interface {
 // journal only replays changes already in the file, since each line
 // records a key's whole state. Load reads the file, then the journal's
 // lines in order; a last line cut short by a crash was never
-// acknowledged, so it is dropped. Both files are created with mode 0600
-// because they hold the keys' tokens.
+// acknowledged, so it is dropped (and logged with the key's name). Both
+// files are created with mode 0600 because they hold the keys' tokens.
+//
+// A change that fails (a full disk, an I/O error, a failed fsync) leaves
+// nothing behind: the journal is cut back to its length before the line,
+// so a create the caller was told failed does not exist after a restart
+// and a failed delete has not happened. When the cut fails too, every
+// call fails and tries it again until it succeeds. When the directory
+// cannot be synced after Path is rewritten, the journal is kept. Compact
+// folds the journal into Path; the server calls it on a clean Close.
 type FileKeyStore struct {
 	Path string
+	// Logger receives what Load drops (a journal line cut short by a
+	// crash); nil: slog.Default().
+	Logger *slog.Logger
 
-	mu    sync.Mutex
-	state map[string]persistedKey // nil until read
-	lines int                     // lines in the journal
+	// open and syncDir replace the file operations in the package's
+	// tests (nil: the real ones).
+	open    func(name string, flag int) (journalFile, error)
+	syncDir func(dir string) error
+
+	mu      sync.Mutex
+	state   map[string]persistedKey // nil until read
+	lines   int                     // lines in the journal
+	size    int64                   // bytes in the journal
+	mustCut bool                    // a failed change could not be cut away: cut to cutTo first
+	cutTo   int64
 }
 
 var _ KeyJournal = (*FileKeyStore)(nil)
+
+// journalFile is what the journal is written through: an *os.File, or a
+// double that fails on purpose in the package's tests.
+type journalFile interface {
+	Write(p []byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+func (s *FileKeyStore) openFile(name string, flag int) (journalFile, error) {
+	if s.open != nil {
+		return s.open(name, flag)
+	}
+	f, err := os.OpenFile(name, flag, 0o600)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return f, nil
+}
+
+func (s *FileKeyStore) syncDirectory(dir string) error {
+	if s.syncDir != nil {
+		return s.syncDir(dir)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
 
 type keyFile struct {
 	Keys map[string]persistedKey `json:"keys"`
@@ -76,10 +128,30 @@ const journalCompact = 1024
 
 func (s *FileKeyStore) journalPath() string { return s.Path + ".log" }
 
+// KeyCompactor is a KeyStore that keeps changes apart from its main file
+// and can fold them into it. The server calls Compact on a clean Close,
+// so that a build that reads only the main file (an older release, after
+// a rollback) finds every key.
+type KeyCompactor interface {
+	Compact(ctx context.Context) error
+}
+
+var _ KeyCompactor = (*FileKeyStore)(nil)
+
+func (s *FileKeyStore) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
 // Load returns the keys last saved (none when the file does not exist).
 func (s *FileKeyStore) Load(ctx context.Context) (map[string]KeyConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.healLocked(); err != nil {
+		return nil, err
+	}
 	if err := s.read(); err != nil {
 		return nil, err
 	}
@@ -134,11 +206,71 @@ func (s *FileKeyStore) read() error {
 		end += nl + 1
 	}
 	if end < len(j) {
+		change, name := tornChange(j[end:])
+		s.logger().Warn("key store: the journal's last line was cut short by a crash before its change was acknowledged; "+
+			"that change is dropped (create the key again, or delete it again, if it is missing or back)",
+			"file", s.journalPath(), "change", change, "key", name)
 		if err := os.Truncate(s.journalPath(), int64(end)); err != nil {
 			return fmt.Errorf("server: load keys: drop the cut-short last line of %s: %w", s.journalPath(), err)
 		}
 	}
-	s.state, s.lines = state, lines
+	s.state, s.lines, s.size = state, lines, int64(end)
+	return nil
+}
+
+// tornChange reads what it can of a journal line cut short: the change
+// ("put" or "remove") and the key's name, "(cut short)" when the name
+// itself was cut. Nothing else of the line is returned: it may hold the
+// key's tokens.
+func tornChange(b []byte) (change, name string) {
+	change, name = "(cut short)", "(cut short)"
+	d := json.NewDecoder(bytes.NewReader(b))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return change, name
+	}
+	for {
+		t, err := d.Token()
+		f, ok := t.(string)
+		if err != nil || !ok {
+			return change, name
+		}
+		if f != "put" && f != "remove" {
+			var skip json.RawMessage
+			if d.Decode(&skip) != nil {
+				return change, name
+			}
+			continue
+		}
+		change = f
+		if t, err := d.Token(); err == nil {
+			if n, ok := t.(string); ok {
+				name = n
+			}
+		}
+		return change, name
+	}
+}
+
+// healLocked cuts the journal back when a failed change could not be cut
+// away when it failed; until that succeeds every call fails, since the
+// journal may hold a change its caller was told failed. The caller holds
+// mu.
+func (s *FileKeyStore) healLocked() error {
+	if !s.mustCut {
+		return nil
+	}
+	f, err := s.openFile(s.journalPath(), os.O_WRONLY|os.O_CREATE)
+	if err == nil {
+		err = f.Truncate(s.cutTo)
+		if err == nil {
+			err = f.Sync()
+		}
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("server: save keys: %s may still hold a key change that failed; cut it back to %d bytes: %w", s.journalPath(), s.cutTo, err)
+	}
+	s.mustCut, s.size = false, s.cutTo
 	return nil
 }
 
@@ -158,6 +290,9 @@ func (s *FileKeyStore) Remove(ctx context.Context, name string) error {
 func (s *FileKeyStore) record(l journalLine, apply func()) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.healLocked(); err != nil {
+		return err
+	}
 	if s.state == nil {
 		if err := s.read(); err != nil {
 			return err
@@ -169,31 +304,61 @@ func (s *FileKeyStore) record(l journalLine, apply func()) error {
 	}
 	// Opened for each change (a KeyStore has no Close, and changes are
 	// rare next to the fsync each one costs).
-	f, err := os.OpenFile(s.journalPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := s.openFile(s.journalPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		return fmt.Errorf("server: save keys: %w", err)
 	}
-	_, err = f.Write(append(b, '\n'))
+	line := append(b, '\n')
+	_, err = f.Write(line)
 	if err == nil {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		// Perhaps part of a line: read both files again before the
-		// next change, which drops it.
-		s.state = nil
-		return fmt.Errorf("server: save keys: append to %s: %w", s.journalPath(), err)
+		// Part of the line, or all of it, may be in the file: cut it
+		// away (and make the cut durable), so that a change the caller
+		// is told failed is not found after a restart.
+		err = fmt.Errorf("server: save keys: append to %s: %w", s.journalPath(), err)
+		cerr := f.Truncate(s.size)
+		if cerr == nil {
+			cerr = f.Sync()
+		}
+		f.Close()
+		if cerr != nil {
+			s.mustCut, s.cutTo = true, s.size
+			return fmt.Errorf("%w; then cut it back to %d bytes: %v (no key change is saved until that succeeds)", err, s.size, cerr)
+		}
+		return err
 	}
+	// fsync'd: the change is durable whatever Close says.
+	f.Close()
 	apply()
 	s.lines++
+	s.size += int64(len(line))
 	if s.lines > max(journalCompact, len(s.state)) {
 		// The change is durable in the journal already: a rewrite that
 		// fails is tried again at the next change.
 		_ = s.writeFile(s.state)
 	}
 	return nil
+}
+
+// Compact folds the journal into the file and empties it (nothing when
+// the journal is empty).
+func (s *FileKeyStore) Compact(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.healLocked(); err != nil {
+		return err
+	}
+	if s.state == nil {
+		if err := s.read(); err != nil {
+			return err
+		}
+	}
+	if s.size == 0 {
+		return nil
+	}
+	return s.writeFile(s.state)
 }
 
 // Save replaces every key: the file is rewritten and the journal emptied.
@@ -244,12 +409,13 @@ func (s *FileKeyStore) writeFile(state map[string]persistedKey) error {
 	if err := os.Rename(tmp.Name(), s.Path); err != nil {
 		return fmt.Errorf("server: save keys: %w", err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+	if err := s.syncDirectory(dir); err != nil {
+		// The rename may not survive a crash: the old file would come
+		// back, so the journal is kept (folding it in is tried again).
+		return fmt.Errorf("server: save keys: sync directory %s after writing %s: %w", dir, s.Path, err)
 	}
 	// The file now holds every change the journal held: empty it.
-	f, err := os.OpenFile(s.journalPath(), os.O_WRONLY|os.O_TRUNC|os.O_CREATE, 0o600)
+	f, err := s.openFile(s.journalPath(), os.O_WRONLY|os.O_TRUNC|os.O_CREATE)
 	if err != nil {
 		s.state = nil // read both again before the next change
 		return fmt.Errorf("server: save keys: empty %s: %w", s.journalPath(), err)
@@ -260,6 +426,6 @@ func (s *FileKeyStore) writeFile(state map[string]persistedKey) error {
 		return fmt.Errorf("server: save keys: empty %s: %w", s.journalPath(), err)
 	}
 	f.Close()
-	s.lines = 0
+	s.lines, s.size, s.mustCut = 0, 0, false
 	return nil
 }

@@ -1,13 +1,19 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -138,5 +144,243 @@ func TestFileKeyStoreCompaction(t *testing.T) {
 	}
 	if got := loadKeys(t, path); len(got) != 1 || got["only"].Strategy != "ulid" {
 		t.Errorf("after Save: %v; want the key saved alone", got)
+	}
+}
+
+// badDisk makes the key store's files fail on purpose: writes past a
+// budget of bytes (a full disk), fsyncs, truncates, the directory's fsync.
+type badDisk struct {
+	mu       sync.Mutex
+	budget   int // bytes left before writes fail; <0: no limit
+	syncErr  bool
+	truncErr bool
+	dirErr   bool
+}
+
+func (d *badDisk) set(f func(d *badDisk)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f(d)
+}
+
+type badFile struct {
+	*os.File
+	d *badDisk
+}
+
+func (f *badFile) Write(p []byte) (int, error) {
+	f.d.mu.Lock()
+	b := f.d.budget
+	if b >= 0 && len(p) > b {
+		f.d.budget = 0
+		f.d.mu.Unlock()
+		n, _ := f.File.Write(p[:b])
+		return n, &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+	}
+	if b >= 0 {
+		f.d.budget -= len(p)
+	}
+	f.d.mu.Unlock()
+	return f.File.Write(p)
+}
+
+func (f *badFile) Sync() error {
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	if f.d.syncErr {
+		return &fs.PathError{Op: "fsync", Path: f.Name(), Err: syscall.EIO}
+	}
+	return f.File.Sync()
+}
+
+func (f *badFile) Truncate(n int64) error {
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	if f.d.truncErr {
+		return &fs.PathError{Op: "truncate", Path: f.Name(), Err: syscall.EIO}
+	}
+	return f.File.Truncate(n)
+}
+
+// badStore is a FileKeyStore at path whose files fail as d says.
+func badStore(path string, d *badDisk) *FileKeyStore {
+	return &FileKeyStore{Path: path,
+		open: func(name string, flag int) (journalFile, error) {
+			f, err := os.OpenFile(name, flag, 0o600)
+			if err != nil {
+				return nil, err
+			}
+			return &badFile{File: f, d: d}, nil
+		},
+		syncDir: func(dir string) error {
+			d.mu.Lock()
+			fail := d.dirErr
+			d.mu.Unlock()
+			if fail {
+				return &fs.PathError{Op: "fsync", Path: dir, Err: syscall.EIO}
+			}
+			f, err := os.Open(dir)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return f.Sync()
+		}}
+}
+
+func readJournal(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path + ".log")
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func keyNames(m map[string]KeyConfig) []string {
+	var out []string
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestFileKeyStoreFailedAppend: a change whose append fails half-way or
+// whose fsync fails leaves the journal as it was: after a restart a
+// create the API reported as failed does not exist, and a delete it
+// reported as failed has not happened. The next change is written whole.
+func TestFileKeyStoreFailedAppend(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(d *badDisk)
+	}{
+		{"write fails half-way", func(d *badDisk) { d.budget = 9 }},
+		{"fsync fails", func(d *badDisk) { d.syncErr = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "keys.json")
+			d := &badDisk{budget: -1}
+			s := badStore(path, d)
+			if err := s.Put(ctx, "a", KeyConfig{Strategy: "segment"}); err != nil {
+				t.Fatal(err)
+			}
+			before := readJournal(t, path)
+			d.set(tc.fault)
+			if err := s.Put(ctx, "b", KeyConfig{Strategy: "segment"}); err == nil {
+				t.Fatal("Put on a failing disk succeeded")
+			}
+			if err := s.Remove(ctx, "a"); err == nil {
+				t.Fatal("Remove on a failing disk succeeded")
+			}
+			if got := readJournal(t, path); got != before {
+				t.Fatalf("journal after the failed changes = %q; want %q", got, before)
+			}
+			if got := keyNames(loadKeys(t, path)); !reflect.DeepEqual(got, []string{"a"}) {
+				t.Fatalf("keys after a restart = %v; want [a]: the failed create absent, the failed delete not done", got)
+			}
+			d.set(func(d *badDisk) { d.budget, d.syncErr = -1, false })
+			if err := s.Put(ctx, "c", KeyConfig{Strategy: "uuid"}); err != nil {
+				t.Fatalf("Put once the disk works: %v", err)
+			}
+			if got := keyNames(loadKeys(t, path)); !reflect.DeepEqual(got, []string{"a", "c"}) {
+				t.Fatalf("keys after a restart = %v; want [a c]", got)
+			}
+		})
+	}
+}
+
+// TestFileKeyStoreCutFails: the failed line cannot be cut away. Every
+// change (and a Load by the same store) fails, saying so, until the cut
+// succeeds; then the failed create is gone and changes go on.
+func TestFileKeyStoreCutFails(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	d := &badDisk{budget: -1}
+	s := badStore(path, d)
+	if err := s.Put(ctx, "a", KeyConfig{Strategy: "segment"}); err != nil {
+		t.Fatal(err)
+	}
+	d.set(func(d *badDisk) { d.syncErr, d.truncErr = true, true })
+	if err := s.Put(ctx, "b", KeyConfig{Strategy: "segment"}); err == nil {
+		t.Fatal("Put whose fsync failed succeeded")
+	}
+	d.set(func(d *badDisk) { d.syncErr = false })
+	if err := s.Put(ctx, "c", KeyConfig{Strategy: "segment"}); err == nil || !strings.Contains(err.Error(), "cut") {
+		t.Fatalf("Put while the failed line is still there: %v; want an error saying it could not be cut", err)
+	}
+	if _, err := s.Load(ctx); err == nil {
+		t.Fatal("Load while the failed line is still there succeeded")
+	}
+	d.set(func(d *badDisk) { d.truncErr = false })
+	if err := s.Put(ctx, "c", KeyConfig{Strategy: "segment"}); err != nil {
+		t.Fatalf("Put once the cut works: %v", err)
+	}
+	if got := keyNames(loadKeys(t, path)); !reflect.DeepEqual(got, []string{"a", "c"}) {
+		t.Fatalf("keys after a restart = %v; want [a c]", got)
+	}
+}
+
+// TestFileKeyStoreDirSyncFails: when the directory cannot be synced after
+// keys.json is rewritten, the rename may not survive a crash: the journal
+// is kept (emptying it could lose every change since the last rewrite),
+// and folding it in is tried again at the next change.
+func TestFileKeyStoreDirSyncFails(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	d := &badDisk{budget: -1, dirErr: true}
+	s := badStore(path, d)
+	for i := range journalCompact + 1 {
+		if err := s.Put(ctx, fmt.Sprintf("k%d", i%600), KeyConfig{Strategy: "segment", Step: int64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(readJournal(t, path), "\n"); n != journalCompact+1 {
+		t.Fatalf("journal after a rewrite whose directory fsync failed holds %d lines; want all %d kept", n, journalCompact+1)
+	}
+	if got := loadKeys(t, path); len(got) != 600 || got["k0"].Step != 601 {
+		t.Fatalf("after a restart: %d keys, k0 step %d; want 600, step 601", len(got), got["k0"].Step)
+	}
+	d.set(func(d *badDisk) { d.dirErr = false })
+	if err := s.Put(ctx, "last", KeyConfig{Strategy: "segment"}); err != nil {
+		t.Fatal(err)
+	}
+	if j := readJournal(t, path); j != "" {
+		t.Errorf("journal once the directory syncs holds %d lines; want it folded into the file", strings.Count(j, "\n"))
+	}
+	if got := loadKeys(t, path); len(got) != 601 || got["k0"].Step != 601 {
+		t.Fatalf("after a restart: %d keys, k0 step %d; want 601, step 601", len(got), got["k0"].Step)
+	}
+}
+
+// TestFileKeyStoreTornLineNamesKey: a journal line cut short by a crash is
+// dropped, and the log names the key it would have created or deleted,
+// so an operator knows which key to create again; never its tokens.
+func TestFileKeyStoreTornLineNamesKey(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ torn, want string }{
+		{`{"put":"invoice","key":{"strategy":"segment","tok`, `key=invoice`},
+		{`{"remove":"old-orders"`, `key=old-orders`},
+		{`{"put":"inv`, `key="(cut short)"`},
+	} {
+		path := filepath.Join(t.TempDir(), "keys.json")
+		if err := (&FileKeyStore{Path: path}).Put(ctx, "a", KeyConfig{Strategy: "segment", Tokens: []string{"secret-token-123456"}}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(path+".log", os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(tc.torn)
+		f.Close()
+		var buf bytes.Buffer
+		got, err := (&FileKeyStore{Path: path, Logger: slog.New(slog.NewTextHandler(&buf, nil))}).Load(ctx)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Load: %v, %v; want key a alone", got, err)
+		}
+		if !strings.Contains(buf.String(), tc.want) || strings.Contains(buf.String(), "tok") {
+			t.Errorf("log of the torn line %q:\n%s\nwant %s and no token", tc.torn, buf.String(), tc.want)
+		}
 	}
 }

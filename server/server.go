@@ -733,6 +733,15 @@ func (s *Server) Close(ctx context.Context) error {
 	if err := s.env.closeAll(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: %w", err))
 	}
+	// Fold the key journal into its file, so that an older build, which
+	// reads only the file, finds every key created through the API.
+	if c, ok := s.keystore.(KeyCompactor); ok {
+		s.persistMu.Lock()
+		if err := c.Compact(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: fold the key journal into its file: %w", err))
+		}
+		s.persistMu.Unlock()
+	}
 	return errors.Join(errs...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -298,5 +299,44 @@ func TestServeGRPCWithoutService(t *testing.T) {
 	err := f.s.Serve(context.Background(), Listeners{HTTP: ls[0], GRPC: ls[1]})
 	if err == nil || !strings.Contains(err.Error(), "grpcapi.New") {
 		t.Fatalf("Serve = %v, want a refusal naming grpcapi.New", err)
+	}
+}
+
+// TestCloseFoldsKeyJournal: a clean Close folds the key journal into
+// keys.json, so a build that reads only keys.json (a rollback to an older
+// release) finds every key created through the API.
+func TestCloseFoldsKeyJournal(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	for _, name := range []string{"made", "gone"} {
+		if _, err := f.s.CreateKey(ctx, name, KeyConfig{Strategy: "counter", Tokens: []string{"made-token-0123456789"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.s.DeleteKey(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(f.s.cfg.DataDir, "keys.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("keys.json after a clean Close: %v; want the journal folded into it", err)
+	}
+	var kf struct {
+		Keys map[string]struct {
+			Strategy string
+			Tokens   []string
+		}
+	}
+	if err := json.Unmarshal(b, &kf); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := kf.Keys["made"]; !ok || len(kf.Keys) != 1 || k.Strategy != "counter" || len(k.Tokens) != 1 {
+		t.Fatalf("keys.json after Close = %s; want key made alone, with its token", b)
+	}
+	if j, err := os.ReadFile(path + ".log"); err != nil || len(j) != 0 {
+		t.Errorf("journal after Close: %d bytes, %v; want it emptied", len(j), err)
 	}
 }

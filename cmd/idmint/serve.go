@@ -127,7 +127,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	logStores(log, cfg)
 	srv, err := server.New(ctx, server.Options{Config: cfg, Registry: reg, Logger: log,
-		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json")},
+		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json"), Logger: log},
 		Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New, grpcapi.New}})
 	if err != nil {
 		closeListeners()
