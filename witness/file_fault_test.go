@@ -3,6 +3,7 @@ package witness_test
 import (
 	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ type disk struct {
 	syncIn    chan struct{} // non-nil: told when a file fsync waits at the gate
 	wrote     chan struct{} // non-nil: told of every write
 	truncates int
+	flaky     *rand.Rand // non-nil: a write or fsync fails one time in four
 }
 
 func newDisk() *disk { return &disk{budget: -1} }
@@ -75,8 +77,12 @@ func (l *faultyLog) Write(p []byte) (int, error) {
 		l.d.wrote <- struct{}{}
 	}
 	b := l.d.budget
+	if l.d.flaky != nil && l.d.flaky.IntN(4) == 0 {
+		b = l.d.flaky.IntN(len(p))
+	} else if b >= 0 && len(p) > b {
+		l.d.budget = 0 // full: later writes fail too
+	}
 	if b >= 0 && len(p) > b {
-		l.d.budget = 0
 		l.d.mu.Unlock()
 		n, _ := l.LogFile.Write(p[:b])
 		return n, &fs.PathError{Op: "write", Path: l.name, Err: syscall.ENOSPC}
@@ -99,8 +105,8 @@ func (l *faultyLog) Sync() error {
 		<-gate
 	}
 	l.d.mu.Lock()
-	fail := l.d.syncErrs > 0
-	if fail {
+	fail := l.d.syncErrs > 0 || (l.d.flaky != nil && l.d.flaky.IntN(4) == 0)
+	if l.d.syncErrs > 0 {
 		l.d.syncErrs--
 	}
 	l.d.mu.Unlock()
@@ -412,4 +418,54 @@ func TestFileDirSyncFails(t *testing.T) {
 	if got := reopen(t, w, dir, "k"); got["k"] != failed+10 {
 		t.Fatalf("mark after a restart = %d; want %d", got["k"], failed+10)
 	}
+}
+
+// TestFileFlakyDisk: eight claimers raise four spaces while one write or
+// fsync in four fails (a write part-way). Every claim acknowledged is in
+// the log after a restart, and the log opens without a hand edit.
+func TestFileFlakyDisk(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	dir := t.TempDir()
+	d := newDisk()
+	w := openFaulty(t, dir, d)
+	d.set(func(d *disk) { d.flaky = rand.New(rand.NewPCG(uint64(seed), 0)) })
+	c := ctx(t)
+	spaces := []string{"a", "b", "c", "d"}
+	var mu sync.Mutex
+	acked := map[string]int64{}
+	failed := 0
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			sp := spaces[g%len(spaces)]
+			for range 300 {
+				m, err := w.Mark(c, sp)
+				if err != nil {
+					t.Errorf("Mark: %v", err) // truncates never fail here: never broken
+					return
+				}
+				_, ok, err := w.Claim(c, sp, m, m+10)
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else if ok {
+					acked[sp] = max(acked[sp], m+10)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	d.set(func(d *disk) { d.flaky = nil })
+	got := reopen(t, w, dir, spaces...)
+	for _, sp := range spaces {
+		if got[sp] < acked[sp] {
+			t.Errorf("space %s: mark %d after a restart; a claim to %d was acknowledged", sp, got[sp], acked[sp])
+		}
+	}
+	if failed == 0 {
+		t.Error("no claim failed: the disk was not flaky")
+	}
+	t.Logf("acknowledged %v, %d claims failed, after a restart %v", acked, failed, got)
 }
