@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idmint/idmint/internal/testserver"
 )
 
 // TestFullDataDirectory runs `idmint serve` with its data directory on a
@@ -152,18 +154,11 @@ func TestFullDataDirectory(t *testing.T) {
 	// after each answer, every ID served must be below its key's mark in
 	// the log as it stands (what a crash at that moment would leave).
 	marksLog := filepath.Join(data, "marks.log")
-	deadline := time.Now().Add(time.Minute)
 	for _, k := range keys {
-		for {
-			ok, msg := take(d, k, 5)
-			if ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("key %s still refused a minute after space was freed: %s; server log:\n%s", k, msg, d.stderr)
-			}
-			time.Sleep(100 * time.Millisecond) // the answer's Retry-After is 1 s; a deadline bounds the wait
-		}
+		testserver.Eventually(t, "key "+k+" to serve again once space was freed", time.Minute, func() bool {
+			ok, _ := take(d, k, 5)
+			return ok
+		})
 		checkMarks(t, served, readMarks(t, marksLog))
 	}
 
