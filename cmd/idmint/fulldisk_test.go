@@ -29,7 +29,9 @@ import (
 // serves again; filled again, the process is killed (kill -9) and
 // restarted after space is freed: it starts without a hand edit of
 // marks.log, no ID is served twice, and every ID served is below its
-// key's mark on disk.
+// key's mark on disk. A key created through the API on the full disk is
+// refused and absent after the restart; one created after space came
+// back is in keys.json after a clean stop.
 func TestFullDataDirectory(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(data, 0o700); err != nil {
@@ -109,6 +111,18 @@ func TestFullDataDirectory(t *testing.T) {
 			t.Fatalf("key %s before the disk is full: %s", k, msg)
 		}
 	}
+	// create asks the admin API (loopback, no admin token) for a uuid
+	// key: it touches only the key journal in the data directory.
+	create := func(d *daemon, name string) (int, []byte) {
+		t.Helper()
+		resp, err := hc.Post(d.base+"/v1/keys", "application/json", strings.NewReader(`{"name":"`+name+`","strategy":"uuid"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
 
 	filler := filepath.Join(data, "filler")
 	fill := func() {
@@ -146,6 +160,13 @@ func TestFullDataDirectory(t *testing.T) {
 	fill()
 	msg := untilRefused(d)
 	t.Logf("full disk, first answer naming the witness: %s", msg)
+	// A key created on the full disk is refused, with a JSON error, and
+	// is not there after the restart below.
+	if code, b := create(d, "made-while-full"); code < 400 || json.Unmarshal(b, new(errBody)) != nil {
+		t.Fatalf("create a key on a full disk: %d %q; want an error with a JSON body", code, b)
+	} else {
+		t.Logf("create a key on a full disk: %d %s", code, b)
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +181,9 @@ func TestFullDataDirectory(t *testing.T) {
 			return ok
 		})
 		checkMarks(t, served, readMarks(t, marksLog))
+	}
+	if code, b := create(d, "made-after"); code/100 != 2 {
+		t.Fatalf("create a key once space was freed: %d %s", code, b)
 	}
 
 	// Full again, and the process dies while it is.
@@ -177,7 +201,22 @@ func TestFullDataDirectory(t *testing.T) {
 			t.Fatalf("key %s after the restart: %s; server log:\n%s", k, msg, d.stderr)
 		}
 	}
+	for name, want := range map[string]int{"made-after": http.StatusOK, "made-while-full": http.StatusNotFound} {
+		resp, err := hc.Get(d.base + "/v1/keys/" + name + "/ids")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("key %s after the restart: %s; want %d (made-after was created before the kill, made-while-full failed)", name, resp.Status, want)
+		}
+	}
 	d.stop(t)
+	// A clean stop folded the key journal into keys.json, which is all an
+	// older release reads.
+	if b, err := os.ReadFile(filepath.Join(data, "keys.json")); err != nil || !strings.Contains(string(b), `"made-after"`) || strings.Contains(string(b), "made-while-full") {
+		t.Fatalf("keys.json after a clean stop: %q, %v; want key made-after in it, and not made-while-full", b, err)
+	}
 	total := checkMarks(t, served, readMarks(t, marksLog))
 	t.Logf("%d IDs of %d keys, none twice, every one below its key's mark on disk", total, len(keys))
 }
