@@ -855,6 +855,14 @@ func (s *Server) createKey(ctx context.Context, name string, kc KeyConfig) (*Key
 	if s.closed.Load() {
 		s.adminMu.Unlock()
 		k.issuer.Close(ctx)
+		// Recorded, but the server closed before serving it: take the
+		// record back, so that a create answered ErrClosed is not there
+		// after a restart (Close folds the store only after this).
+		delete(next, name)
+		if err := s.persist(ctx, next, name); err != nil {
+			s.log.Warn("key created as the server closed stays in the key store; delete it after the restart",
+				"key", name, "err", err)
+		}
 		return nil, ErrClosed
 	}
 	s.keys.Store(&next)

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -338,5 +339,67 @@ func TestCloseFoldsKeyJournal(t *testing.T) {
 	}
 	if j, err := os.ReadFile(path + ".log"); err != nil || len(j) != 0 {
 		t.Errorf("journal after Close: %d bytes, %v; want it emptied", len(j), err)
+	}
+}
+
+// blockingJournal is a key journal whose Put waits for release, so a test
+// can close the server while a create is being recorded.
+type blockingJournal struct {
+	FileKeyStore
+	entered, release chan struct{}
+}
+
+func (j *blockingJournal) Put(ctx context.Context, name string, k KeyConfig) error {
+	err := j.FileKeyStore.Put(ctx, name, k)
+	j.entered <- struct{}{}
+	<-j.release
+	return err
+}
+
+// TestCreateKeyRacingClose: a create recorded in the key store just as
+// the server closes is answered ErrClosed, and so is not in the store
+// after the restart either.
+func TestCreateKeyRacingClose(t *testing.T) {
+	reg, _ := testRegistry()
+	cfg := &Config{DataDir: t.TempDir(), Keys: map[string]KeyConfig{"order": {Strategy: "counter"}}}
+	cfg.SetDefaults()
+	path := filepath.Join(cfg.DataDir, "keys.json")
+	j := &blockingJournal{FileKeyStore: FileKeyStore{Path: path}, entered: make(chan struct{}), release: make(chan struct{})}
+	ctx := context.Background()
+	s, err := New(ctx, Options{Config: cfg, Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), KeyStore: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := make(chan error, 1)
+	go func() {
+		_, err := s.CreateKey(ctx, "late", KeyConfig{Strategy: "counter"})
+		created <- err
+	}()
+	select {
+	case <-j.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the create never reached the key store")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(ctx) }()
+	for deadline := time.Now().Add(time.Minute); !s.Closed(); {
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not start within a minute")
+		}
+		runtime.Gosched()
+	}
+	close(j.release)
+	if err := <-created; !errors.Is(err, ErrClosed) {
+		t.Fatalf("create racing Close = %v; want ErrClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	got, err := (&FileKeyStore{Path: path}).Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["late"]; ok {
+		t.Fatalf("key late, whose create was answered ErrClosed, is in the key store after the restart: %v", got)
 	}
 }
