@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/idmint/idmint/api"
 	"github.com/idmint/idmint/idparts"
 	"github.com/idmint/idmint/server/internal/wire"
 )
@@ -29,7 +31,44 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
 	mux.Handle("/metrics", s.metrics.handler())
+	mux.HandleFunc("/openapi.yaml", s.openAPI)
 	mux.HandleFunc("/", s.notFound)
+}
+
+// adminRoutes registers what only the admin listener serves: Go's
+// profiler.
+func adminRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// RouteMuxes returns new muxes holding the routes of the public and the
+// admin listener, surfaces' included, registered as Handler and
+// AdminHandler register them, for a program listing the routes (the test
+// holding api/openapi.yaml to the routes served). Requests are served
+// through Handler and AdminHandler, never through these.
+func (s *Server) RouteMuxes() (public, admin *http.ServeMux) {
+	public, admin = http.NewServeMux(), http.NewServeMux()
+	s.routes(public)
+	s.routes(admin)
+	adminRoutes(admin)
+	return public, admin
+}
+
+// openAPI serves GET /openapi.yaml: the OpenAPI 3.1 document of this API.
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+	if !s.MethodOK(w, r, http.MethodGet) {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/yaml")
+	h.Set("Content-Length", strconv.Itoa(len(api.OpenAPI)))
+	if r.Method != http.MethodHead {
+		w.Write(api.OpenAPI)
+	}
 }
 
 // Prefixes of the /v1 routes v1Hot serves.

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"strconv"
 	"strings"
@@ -424,11 +423,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
 	h := s.canonical(mux)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	adminRoutes(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The dashboard's static files hold no data, and a browser loading
 		// the page cannot send the token: with an admin token they are
