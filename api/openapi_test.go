@@ -95,6 +95,7 @@ func newNode(t *testing.T) *node {
 			"order":     {Strategy: "segment", Step: 100},
 			"snowflake": {Strategy: "snowflake", Layout: "leaf"},
 			"uuid":      {Strategy: "uuid"},
+			"mono":      {Strategy: "monotonic"}, // single node: the bound in the data directory
 			"secret":    {Strategy: "segment", Tokens: []string{keyToken}},
 			// One request, then none for 1,000 s.
 			"slow": {Strategy: "segment", RateLimit: 0.001},
@@ -322,6 +323,8 @@ func calls() []call {
 		{method: "POST", target: "/v1/keys/order/ids", hdr: jsonBody, body: big, want: 413},
 		{method: "DELETE", target: "/v1/keys/order/ids", want: 405, docPath: "/v1/keys/{key}/ids"},
 		{method: "GET", target: "/v1/keys/order/range?count=5", want: 200},
+		{method: "GET", target: "/v1/keys/mono/ids?count=3", want: 200},
+		{method: "GET", target: "/v1/keys/mono/range?count=1000", want: 200},
 		{method: "POST", target: "/v1/keys/order/range", hdr: jsonBody, body: `{"count":3}`, want: 200},
 		{method: "GET", target: "/v1/keys/order/range?count=0", want: 400, badReq: true},
 		{method: "GET", target: "/v1/keys/uuid/range", want: 400},
@@ -352,6 +355,8 @@ func calls() []call {
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"invoice","strategy":"segment","step":1000}`, want: 201},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"invoice","strategy":"segment","step":1000}`, want: 409},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"x","strategy":"nope"}`, want: 400},
+		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"x","strategy":"segment","colour":"red"}`, want: 400, badReq: true},
+		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"strategy":"segment"}`, want: 400, badReq: true},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: bigKey, want: 413},
 		{method: "POST", target: "/v1/keys", hdr: jsonBody, body: `{"name":"y","strategy":"segment"}`, want: 401},
 		{method: "GET", target: "/v1/keys/invoice", hdr: withAdmin, want: 200},
@@ -621,6 +626,8 @@ func TestOpenAPIMutantsAreCaught(t *testing.T) {
 		{"no 429 for the ids route", "        \"429\": {$ref: \"#/components/responses/TooManyRequests\"}\n        \"499\": {$ref: \"#/components/responses/ClientClosed\"}\n        \"503\": {$ref: \"#/components/responses/Unavailable\"}\n    post:\n      tags: [ids]\n      operationId: postIDs", "        \"499\": {$ref: \"#/components/responses/ClientClosed\"}\n        \"503\": {$ref: \"#/components/responses/Unavailable\"}\n    post:\n      tags: [ids]\n      operationId: postIDs"},
 		{"count without its minimum", "      schema: {type: integer, minimum: 1, maximum: 1000000, default: 1}", "      schema: {type: integer, maximum: 1000000, default: 1}"},
 		{"Leaf's ID as JSON", "          description: The ID\n          content:\n            text/plain:", "          description: The ID\n          content:\n            application/json:"},
+		{"a header promised on every key", "    Idmint-Leader:\n      description:", "    Idmint-Leader:\n      required: true\n      description:"},
+		{"unknown fields allowed in a new key", "    CreateKey:\n      unevaluatedProperties: false\n", "    CreateKey:\n"},
 		{"PATCH left out of /v1/keys/{key}", "    patch:\n      tags: [admin]\n      operationId: setStep", "    x-patch:\n      tags: [admin]\n      operationId: setStep"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
