@@ -90,7 +90,8 @@ func newNode(t *testing.T) *node {
 	dir := t.TempDir()
 	cfg := &server.Config{DataDir: dir, Coordinator: "static://7", AdminToken: adminToken,
 		AdminListen: "127.0.0.1:0", MaxBodyBytes: maxBody,
-		Stores: map[string]string{"default": "sqlite://" + filepath.Join(dir, "seg.db")},
+		MaxKeys: 7, // the six below and one created through the API
+		Stores:  map[string]string{"default": "sqlite://" + filepath.Join(dir, "seg.db")},
 		Keys: map[string]server.KeyConfig{
 			"order":     {Strategy: "segment", Step: 100},
 			"snowflake": {Strategy: "snowflake", Layout: "leaf"},
@@ -354,6 +355,7 @@ func calls() []call {
 		{method: "PUT", target: "/v1/keys", hdr: withAdmin, want: 405, docPath: "/v1/keys"},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"invoice","strategy":"segment","step":1000}`, want: 201},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"invoice","strategy":"segment","step":1000}`, want: 409},
+		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"extra","strategy":"uuid"}`, want: 429},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"x","strategy":"nope"}`, want: 400},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"name":"x","strategy":"segment","colour":"red"}`, want: 400, badReq: true},
 		{method: "POST", target: "/v1/keys", hdr: adminJSON, body: `{"strategy":"segment"}`, want: 400, badReq: true},
@@ -381,6 +383,9 @@ func calls() []call {
 		{method: "POST", target: "/api/segment/get/order/", want: 200},
 		{method: "GET", target: "/api/segment/get/nope", want: 500},
 		{method: "GET", target: "/api/segment/get/nope", hdr: html, want: 500},
+		// A row of the default store that no key is configured for (the
+		// deleted key's) is served as a Leaf tag.
+		{method: "GET", target: "/api/segment/get/invoice", want: 200},
 		{method: "GET", target: "/api/segment/get/secret", want: 401},
 		{method: "GET", target: "/api/segment/get/secret", hdr: withWrong, want: 403},
 		{method: "GET", target: "/api/segment/get/slow", want: 429},
