@@ -6,7 +6,8 @@
 # port with its data under a temporary folder, runs vet and every test with
 # the race detector, and stops the servers again. It also installs the
 # validators of the deployment files (deploy/validators/install.sh) and
-# Debian's chromium (the browser tests, browsertest/). Under
+# Debian's chromium (the browser tests, browsertest/) and Maven with JUnit 5
+# (the Java client, clients/java, tested from clients/java/javatest). Under
 # CI=true a server that cannot start fails the run. Extra arguments go to `go test` (e.g. -run X).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,6 +24,8 @@ test.sh: as root, this installs from Debian whatever is missing of:
   deploy validators: yamllint docker-compose systemd nodejs npm (then npm ci in deploy/validators)
   browser tests:    chromium
   gRPC code check:  protobuf-compiler
+  Java client:      maven openjdk-17-jdk-headless libmaven-compiler-plugin-java libsurefire-java junit5
+                    libmaven-jar-plugin-java libmaven-resources-plugin-java libmaven-install-plugin-java
 MSG
 if [ "$(id -u)" = 0 ]; then
 	log=$(mktemp /tmp/idmint-test-install.XXXXXX.log)
@@ -31,10 +34,28 @@ if [ "$(id -u)" = 0 ]; then
 	# The deployment files' validators (yamllint, docker-compose, npm's
 	# kubernetes-models and dockerfile-utils), pinned in deploy/validators.
 	bash deploy/validators/install.sh >>"$log" 2>&1 || { echo "test.sh: could not install the deploy validators (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: their tests will skip" >&2; }
-	# Headless Chromium for the browser tests (browsertest/, a module of its own).
-	command -v chromium >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; } >>"$log" 2>&1 || { echo "test.sh: could not install chromium (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: the dashboard's browser test will skip" >&2; }
+	# need WHAT SKIPS PKG...: installs the Debian packages that are missing
+	# (dpkg -s), retrying once after apt-get update; under CI=true a failed
+	# install fails the run, otherwise the tests that need them skip.
+	need() {
+		local what=$1 skips=$2
+		shift 2
+		dpkg -s "$@" >/dev/null 2>&1 && return 0
+		{ export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends "$@" || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@"; }; } >>"$log" 2>&1 && return 0
+		echo "test.sh: could not install $what (see $log)" >&2
+		[ "${CI:-}" = true ] && exit 1
+		echo "test.sh: $skips will skip" >&2
+	}
+	# Headless Chromium for the browser tests (browsertest/, a module of its
+	# own); its Recommends are not needed headless (125 of 171 packages).
+	need chromium "the dashboard's browser test" chromium
 	# protoc, for the check that the gRPC API's generated code is fresh.
-	command -v protoc >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq protobuf-compiler || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }; } >>"$log" 2>&1 || { echo "test.sh: could not install protobuf-compiler (see $log)" >&2; [ "${CI:-}" = true ] && exit 1; echo "test.sh: the generated-code check will skip" >&2; }
+	need protobuf-compiler "the generated-code check" protobuf-compiler
+	# The Java client (clients/java): Maven, its plugins and JUnit 5 from
+	# Debian's repository, so `mvn -o` builds it offline; its tests run from
+	# the Go package clients/java/javatest.
+	need "the Java build" "the Java client's tests" maven openjdk-17-jdk-headless libmaven-compiler-plugin-java libsurefire-java junit5 \
+		libmaven-jar-plugin-java libmaven-resources-plugin-java libmaven-install-plugin-java
 else
 	echo "test.sh: not root: nothing is installed; tests whose servers or tools are missing skip" >&2
 fi

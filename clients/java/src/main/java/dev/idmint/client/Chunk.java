@@ -32,24 +32,4 @@ final class Chunk extends AtomicLong {
     long left() {
         return Math.max(0, n - get());
     }
-
-    /**
-     * reserve claims up to want IDs: returns the first index, m of them
-     * in {@code got[0]}; m is 0 when used up. It never moves the counter
-     * past n.
-     */
-    long reserve(long want, long[] got) {
-        while (true) {
-            long cur = get();
-            if (cur >= n) {
-                got[0] = 0;
-                return cur;
-            }
-            long m = Math.min(want, n - cur);
-            if (compareAndSet(cur, cur + m)) {
-                got[0] = m;
-                return cur;
-            }
-        }
-    }
 }

@@ -110,17 +110,26 @@ final class KeyState {
 
     /** take fills dst from got on from the current chunk without waiting; returns the new got. */
     private int take(long[] dst, int got) {
-        long[] m = new long[1];
         while (got < dst.length) {
             Chunk ch = cur;
-            long i = ch.reserve(dst.length - got, m);
-            if (m[0] == 0) {
+            long i = ch.get();
+            if (i >= ch.n) {
                 return got;
             }
-            for (long j = 0; j < m[0]; j++) {
-                dst[got++] = ch.id(i + j);
+            int m = (int) Math.min(dst.length - got, ch.n - i);
+            if (!ch.compareAndSet(i, i + m)) {
+                continue;
             }
-            if (i <= ch.low && ch.low < i + m[0]) {
+            if (ch.ids == null) {
+                long f = ch.first + i - got;
+                for (int j = got, e = got + m; j < e; j++) {
+                    dst[j] = f + j;
+                }
+            } else {
+                System.arraycopy(ch.ids, (int) i, dst, got, m);
+            }
+            got += m;
+            if (i <= ch.low && ch.low < i + m) {
                 kick();
             }
         }
