@@ -188,7 +188,7 @@ func startNodes(t *testing.T) []*node {
 		}
 	}
 	cfg := filepath.Join(dir, "idmint.yaml")
-	yaml := fmt.Sprintf("coordinator: etcd://%s/java_%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  seq:\n    strategy: monotonic\n    options:\n      ttl: \"2\"\n",
+	yaml := fmt.Sprintf("coordinator: etcd://%s/java_%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  flake:\n    strategy: snowflake\n  uid:\n    strategy: uuid\n  seq:\n    strategy: monotonic\n    options:\n      ttl: \"2\"\n",
 		etcd, testserver.Prefix(t), pg)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestJavaCluster(t *testing.T) {
 	const seconds = 14
 	cp := filepath.Join(build, "classes") + string(os.PathListSeparator) + filepath.Join(build, "test-classes")
 	cmd := exec.Command(java, "-Xmx1g", "-cp", cp, "dev.idmint.client.ChaosDriver",
-		strings.Join(urls, ","), strconv.Itoa(seconds), "64", "15000", "order", segOut, "seq", "16", monoOut)
+		strings.Join(urls, ","), strconv.Itoa(seconds), "64", "15000", "order", segOut, "seq", "16", monoOut, "flake", "uid")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -299,6 +299,7 @@ func TestJavaCluster(t *testing.T) {
 			}
 		}
 	}
+	checkAnswers(t, waitFor("CHECK", 60*time.Second))
 	waitFor("READY", 60*time.Second)
 	start := time.Now()
 	at := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) } // the chaos schedule, not a wait for an event
@@ -364,6 +365,41 @@ func TestJavaCluster(t *testing.T) {
 		}
 	}
 	t.Logf("%d segment IDs, all unique; %d monotonic calls, linearizable", len(ids), len(ops))
+}
+
+// checkAnswers checks the driver's CHECK line: a batch of snowflake IDs,
+// all distinct, one of them decoded by the servers with the key's layout
+// to a time near now; three UUIDs as strings; next() on the text key
+// refused with text_key.
+func checkAnswers(t *testing.T, line string) {
+	t.Helper()
+	t.Logf("java driver: %s", line)
+	f := map[string]string{}
+	for _, kv := range strings.Fields(line)[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		f[k] = v
+	}
+	if f["flakes"] != f["distinct"] || f["strategy"] != "snowflake" || f["decoded"] != "true" || f["layout"] == "" {
+		t.Errorf("snowflake batch or its decoding: %s", line)
+	}
+	ms, _ := strconv.ParseInt(f["unixms"], 10, 64)
+	now, _ := strconv.ParseInt(f["now"], 10, 64)
+	if d := now - ms; d < 0 || d > 120_000 {
+		t.Errorf("decoded time %d ms is %d ms from the driver's clock: %s", ms, d, line)
+	}
+	uuids := strings.Split(f["text"], ",")
+	uuidRE := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	if len(uuids) != 3 || uuids[0] == uuids[1] || uuids[1] == uuids[2] {
+		t.Errorf("want 3 distinct UUIDs: %s", line)
+	}
+	for _, u := range uuids {
+		if !uuidRE.MatchString(u) {
+			t.Errorf("text ID %q is not a UUID", u)
+		}
+	}
+	if f["nexttext"] != "text_key" {
+		t.Errorf("next() on a text key: want IdmintRequestException with code text_key; %s", line)
+	}
 }
 
 func readInt64s(t *testing.T, path string) []int64 {

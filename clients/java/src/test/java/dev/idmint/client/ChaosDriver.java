@@ -16,8 +16,12 @@ import java.util.concurrent.locks.LockSupport;
  * clients/java/javatest, which kills and pauses the nodes meanwhile.
  *
  * <pre>
- * java -cp classes:test-classes dev.idmint.client.ChaosDriver ENDPOINTS SECONDS THREADS PER_THREAD_RATE SEG_KEY SEG_OUT MONO_KEY MONO_THREADS MONO_OUT
+ * java -cp classes:test-classes dev.idmint.client.ChaosDriver ENDPOINTS SECONDS THREADS PER_THREAD_RATE SEG_KEY SEG_OUT MONO_KEY MONO_THREADS MONO_OUT FLAKE_KEY TEXT_KEY
  * </pre>
+ *
+ * First it draws a batch of FLAKE_KEY (a snowflake key), decodes one of
+ * its IDs with the servers' decode route and draws TEXT_KEY (a text key)
+ * as strings, and prints one "CHECK" line of what it got.
  *
  * THREADS callers draw SEG_KEY, each paced at PER_THREAD_RATE IDs/s, and
  * MONO_THREADS callers draw MONO_KEY as fast as it answers, for SECONDS.
@@ -36,8 +40,23 @@ public final class ChaosDriver {
         String segKey = a[4], segOut = a[5], monoKey = a[6];
         int monoThreads = Integer.parseInt(a[7]);
         String monoOut = a[8];
+        String flakeKey = a[9], textKey = a[10];
 
         try (IdmintClient c = IdmintClient.builder(endpoints).timeout(Duration.ofSeconds(10)).backoff(Duration.ofMillis(100), Duration.ofSeconds(1)).build()) {
+            long[] flakes = new long[20_000];
+            c.next(flakeKey, flakes);
+            long distinct = Arrays.stream(flakes).distinct().count();
+            Decoded d = c.decode(Long.toString(flakes[0]), null, flakeKey);
+            List<String> texts = c.nextStrings(textKey, 3);
+            String textErr = "";
+            try {
+                c.next(textKey);
+            } catch (IdmintRequestException x) {
+                textErr = x.code();
+            }
+            System.out.println("CHECK flakes=" + flakes.length + " distinct=" + distinct + " strategy=" + c.stats().keys().get(flakeKey).strategy()
+                    + " decoded=" + d.id().equals(Long.toString(flakes[0])) + " layout=" + d.layout() + " unixms=" + d.unixMs() + " now=" + System.currentTimeMillis()
+                    + " text=" + String.join(",", texts) + " nexttext=" + textErr);
             c.next(segKey);
             c.next(monoKey);
             System.out.println("READY");
