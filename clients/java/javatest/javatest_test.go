@@ -57,6 +57,13 @@ func buildJava(t *testing.T) string {
 	mvn := need(t, "mvn")
 	need(t, "java")
 	javaBuild.once.Do(func() {
+		// IDMINT_JAVA_BUILD names the output of an earlier `mvn
+		// -Didmint.build=DIR test-compile` (classes and test-classes) to
+		// drive instead of building: a mutant's build, or a quicker rerun.
+		if dir := os.Getenv("IDMINT_JAVA_BUILD"); dir != "" {
+			javaBuild.dir = dir
+			return
+		}
 		dir, err := os.MkdirTemp("", "idmint-java-")
 		if err != nil {
 			javaBuild.err = err
@@ -77,7 +84,7 @@ func buildJava(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if javaBuild.dir != "" {
+	if javaBuild.dir != "" && javaBuild.dir != os.Getenv("IDMINT_JAVA_BUILD") {
 		os.RemoveAll(javaBuild.dir)
 	}
 	os.Exit(code)
@@ -85,6 +92,9 @@ func TestMain(m *testing.M) {
 
 // TestJavaUnit runs the Java client's JUnit tests (fake nodes in the JVM).
 func TestJavaUnit(t *testing.T) {
+	if os.Getenv("IDMINT_JAVA_BUILD") != "" {
+		t.Skip("skipping: IDMINT_JAVA_BUILD names a build to drive; the JUnit tests run when the test builds it")
+	}
 	dir := buildJava(t)
 	reports, _ := filepath.Glob(filepath.Join(dir, "surefire-reports", "TEST-*.xml"))
 	if len(reports) == 0 {
