@@ -89,12 +89,14 @@ final class KeyState {
 
     long next() {
         Chunk ch = cur;
-        long i = ch.getAndIncrement();
-        if (i < ch.n) {
-            if (i == ch.low) {
-                kick();
+        if (ch.n != 0) { // an empty chunk is never counted: all callers of a monotonic key would share its counter
+            long i = ch.getAndIncrement();
+            if (i < ch.n) {
+                if (i == ch.low) {
+                    kick();
+                }
+                return ch.id(i);
             }
-            return ch.id(i);
         }
         long[] one = new long[1];
         fill(one, 0);
@@ -167,6 +169,16 @@ final class KeyState {
     private void fill(long[] dst, int got) {
         long start = System.nanoTime();
         long deadline = start + o.timeout.toNanos();
+        if (mode == DIRECT) {
+            // Not prefetched: straight to the shared requests, without
+            // taking mu (hundreds of callers of a monotonic key convoyed
+            // on it, one park and wake-up each).
+            if (c.closed) {
+                throw new IdmintClosedException(name);
+            }
+            shared.fill(dst, got, deadline);
+            return;
+        }
         Object me = null;
         boolean direct = false;
         mu.lock();

@@ -85,7 +85,11 @@ final class Shared {
             }
         }
         if (start) {
-            k.c.run(this::flush);
+            // The call that takes a free slot sends its own batch on its
+            // own thread: no hand-off to a sender thread and back, which on
+            // a busy machine cost a scheduler wake-up each way. Batches
+            // that gather meanwhile go on in the background.
+            sendOwn();
         }
         try {
             if (!b.done.await(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
@@ -116,6 +120,34 @@ final class Shared {
             throw new IdmintRequestException(k.name, e.endpoint(), e.status(), e.code(), e.field(), e.detail);
         }
         throw k.unavailable(e, "no IDs within " + k.c.opts.timeout.toMillis() + " ms");
+    }
+
+    /** sendOwn seals the gathering batch (the caller's) and sends it here, then leaves the rest to a flusher. */
+    private void sendOwn() {
+        Batch b;
+        synchronized (this) {
+            b = gather;
+            gather = null;
+            if (b == null) { // another sender took it already
+                inflight--;
+                return;
+            }
+            size = Math.max(4, (size + b.calls.size()) / 2);
+        }
+        try {
+            send(b);
+        } finally {
+            boolean more;
+            synchronized (this) {
+                more = gather != null;
+                if (!more) {
+                    inflight--;
+                }
+            }
+            if (more) {
+                k.c.run(this::flush);
+            }
+        }
     }
 
     private void flush() {

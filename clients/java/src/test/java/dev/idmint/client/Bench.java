@@ -18,6 +18,7 @@ import java.util.concurrent.locks.LockSupport;
  * <pre>
  * java -cp classes:test-classes dev.idmint.client.Bench memory [FORKS] [SECONDS]
  * java -cp classes:test-classes dev.idmint.client.Bench load ENDPOINTS KEY THREADS SECONDS
+ * java -cp classes:test-classes dev.idmint.client.Bench mono ENDPOINTS KEY THREADS SECONDS
  * </pre>
  *
  * <b>memory</b>: next() from the buffer. Each fork starts a fake node in
@@ -39,6 +40,7 @@ public final class Bench {
         switch (a.length == 0 ? "" : a[0]) {
             case "memory" -> memory(a.length > 1 ? Integer.parseInt(a[1]) : 3, a.length > 2 ? Integer.parseInt(a[2]) : 2);
             case "fork-memory" -> forkMemory(Integer.parseInt(a[1]));
+            case "mono" -> mono(List.of(a[1].split(",")), a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]));
             case "load" -> load(List.of(a[1].split(",")), a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]));
             default -> {
                 System.err.println("usage: Bench memory [FORKS] [SECONDS] | Bench load ENDPOINTS KEY THREADS SECONDS");
@@ -157,6 +159,18 @@ public final class Bench {
             t.join();
         }
         return (double) (System.nanoTime() - t0) / ops.get();
+    }
+
+    /** mono: THREADS callers of next(KEY) on a monotonic key for SECONDS; calls/s and requests per call. */
+    private static void mono(List<String> endpoints, String key, int threads, int seconds) throws Exception {
+        try (IdmintClient c = IdmintClient.builder(endpoints).build()) {
+            c.next(key);
+            long[] r = drawFor(c, key, threads, seconds, 0);
+            Stats s = c.stats();
+            KeyStats k = s.keys().get(key);
+            System.out.printf("monotonic: %d threads, %d s: %.0f calls/s, errors %d, %.4f requests per call, hedges %d, failovers %d, leader %s%n",
+                    threads, seconds, (double) r[0] / seconds, r[1], (double) k.requests() / r[0], s.hedges(), s.failovers(), k.leader());
+        }
     }
 
     private static void load(List<String> endpoints, String key, int threads, int seconds) throws Exception {
