@@ -125,6 +125,9 @@ public final class IdmintClient implements AutoCloseable {
         if (k != null && (k.name == name || k.name.equals(name))) {
             return k;
         }
+        if (name == null) {
+            checkName(null); // throws: ConcurrentHashMap refuses a null key with a bare NullPointerException
+        }
         k = keys.get(name);
         if (k == null) {
             checkName(name);

@@ -244,6 +244,8 @@ class ClientTest {
             IdmintClient c = client(IdmintClient.builder(a.url()));
             IdmintRequestException x = assertThrows(IdmintRequestException.class, () -> c.next("a/b"));
             assertEquals("key", x.field());
+            assertEquals("key", assertThrows(IdmintRequestException.class, () -> c.next(null)).field());
+            assertEquals("key", assertThrows(IdmintRequestException.class, () -> c.next("")).field());
             assertEquals(0, a.requests.get());
         }
 

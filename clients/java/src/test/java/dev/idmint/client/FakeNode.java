@@ -2,6 +2,9 @@ package dev.idmint.client;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsServer;
+import javax.net.ssl.SSLContext;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
@@ -38,6 +41,7 @@ final class FakeNode implements AutoCloseable {
     final String name;
     final Cluster cluster;
     final HttpServer server;
+    private final boolean tls;
     private final ExecutorService pool = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "fake-node");
         t.setDaemon(true);
@@ -53,16 +57,28 @@ final class FakeNode implements AutoCloseable {
     private final CountDownLatch released = new CountDownLatch(1);
 
     FakeNode(String name, Cluster cluster) throws IOException {
+        this(name, cluster, null);
+    }
+
+    /** FakeNode with tls set serves HTTPS with that context. */
+    FakeNode(String name, Cluster cluster, SSLContext tls) throws IOException {
         this.name = name;
         this.cluster = cluster;
-        server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 64);
+        this.tls = tls != null;
+        if (tls != null) {
+            HttpsServer hs = HttpsServer.create(new InetSocketAddress("127.0.0.1", 0), 64);
+            hs.setHttpsConfigurator(new HttpsConfigurator(tls));
+            server = hs;
+        } else {
+            server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 64);
+        }
         server.createContext("/", this::handle);
         server.setExecutor(pool);
         server.start();
     }
 
     String url() {
-        return "http://127.0.0.1:" + server.getAddress().getPort();
+        return (tls ? "https" : "http") + "://127.0.0.1:" + server.getAddress().getPort();
     }
 
     @Override
