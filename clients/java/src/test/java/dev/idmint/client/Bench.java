@@ -175,14 +175,15 @@ public final class Bench {
 
     private static void load(List<String> endpoints, String key, int threads, int seconds) throws Exception {
         double capacity;
-        try (IdmintClient c = IdmintClient.builder(endpoints).timeout(Duration.ofSeconds(4)).build()) {
+        int refills = Integer.getInteger("idmint.maxRefills", 8); // -Didmint.maxRefills=N tries another maxRefills
+        try (IdmintClient c = IdmintClient.builder(endpoints).timeout(Duration.ofSeconds(4)).maxRefills(refills).build()) {
             c.next(key);
             long[] r = drawFor(c, key, threads, seconds, 0);
             capacity = (double) r[0] / seconds;
             System.out.printf("flat out: %d threads, %d s: %.0f IDs/s (the capacity), errors %d, calls that waited for a refill %d%n",
                     threads, seconds, capacity, r[1], c.stats().keys().get(key).waits());
         }
-        try (IdmintClient c = IdmintClient.builder(endpoints).timeout(Duration.ofSeconds(4)).build()) {
+        try (IdmintClient c = IdmintClient.builder(endpoints).timeout(Duration.ofSeconds(4)).maxRefills(refills).build()) {
             c.next(key);
             double half = capacity / 2;
             drawFor(c, key, threads, 2, half / threads); // warm up: learn the key and the rate, as the Go client's TestClusterDraw does
