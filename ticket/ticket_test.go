@@ -86,7 +86,7 @@ func TestConfigInvalid(t *testing.T) {
 		field string
 	}{
 		{"no servers", Config{}, "servers"},
-		{"step below servers", Config{Servers: []Server{{URL: good}, {URL: good}}, Step: 1}, "step"},
+		{"step below servers", Config{Servers: []Server{{URL: good}, {URL: good}}, Step: 1}, `step "1" is less than the 2 servers`},
 		{"step too large", Config{Servers: []Server{{URL: good}}, Step: 70000}, "step"},
 		{"offset above step", Config{Servers: []Server{{URL: good, Offset: 3}}, Step: 2}, "servers[0].offset"},
 		{"negative offset", Config{Servers: []Server{{URL: good, Offset: -1}}}, "servers[0].offset"},
@@ -246,6 +246,11 @@ func TestResidueAndWentBack(t *testing.T) {
 	}
 	if st := tk.Status()[0]; st.WentBack != 1 {
 		t.Fatalf("Status().WentBack = %d; want 1", st.WentBack)
+	}
+	// It answers the last ticket it gave once more: that is a repeat too.
+	fakes[0].forced = []int64{7}
+	if id, err := tk.Next(ctx); err != nil || id != 9 {
+		t.Fatalf("after the server answered 7 again: %d, %v; want 9, the first odd ID above 7", id, err)
 	}
 	fakes[0].forced = []int64{-7}
 	if _, err := tk.Next(ctx); !errors.Is(err, ErrExhausted) {
