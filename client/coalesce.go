@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -188,7 +189,14 @@ func (k *keyState) send(b *batch) {
 		}
 		var first, count int64
 		var ids []int64
-		if first, count, ids, err = k.request(ctx, want); err != nil {
+		if first, count, ids, err = k.request(ctx, want); err == nil && count < 1 {
+			// The transports refuse an answer without IDs; were one taken
+			// as a success, the loop would ask again at once, without a
+			// pause, until the deadline. It fails the batch instead: the
+			// calls back off.
+			err = &Error{Message: fmt.Sprintf("key %q: an answer without IDs", k.name), Retryable: true, Err: errMalformed}
+		}
+		if err != nil {
 			break
 		}
 		// Split in the order the calls joined; a call that left gets

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -66,7 +67,10 @@ func metaOfHTTP(h http.Header) meta {
 // *Error: Retryable says whether another endpoint, or this one later, may
 // succeed (network failures, timeouts, overload, malformed answers), and
 // Status, Code and Field say what the server refused (400, 401, 403 and
-// an unknown key are permanent). Any other error is permanent.
+// an unknown key are permanent). Any other error is permanent. An answer
+// that breaks the rules below (an empty range, fewer or more IDs than
+// asked) is taken as a malformed answer, retryable: the endpoint backs off
+// as after a failure.
 type Transport interface {
 	// Range reserves up to n contiguous numbers of key: [first,
 	// first+count), 1 <= count <= n.
@@ -101,20 +105,38 @@ type Target struct {
 	TLS      *tls.Config // Options.TLS, nil when not set
 }
 
-// dialed adapts a Transport to the client's internal transport.
-type dialed struct{ t Transport }
+// dialed adapts a Transport to the client's internal transport. It holds
+// a Transport's answers to the rules the HTTP transport's are held to: a
+// range of 1 to n IDs that does not pass the largest int64, exactly n IDs,
+// or else a malformed answer (retryable: the endpoint backs off like one
+// that failed). An empty answer taken as a success was asked again at
+// once, in a loop, until the call's deadline.
+type dialed struct {
+	t   Transport
+	url string
+}
 
 func metaOf(m Meta) meta {
 	return meta{node: m.Node, strategy: m.Strategy, generation: m.Generation, leader: m.Leader}
 }
 
+func (d dialed) malformed(format string, args ...any) *Error {
+	return &Error{Endpoint: d.url, Message: fmt.Sprintf(format, args...), Retryable: true, Err: errMalformed}
+}
+
 func (d dialed) rangeOf(ctx context.Context, key, token string, n int) (int64, int64, meta, error) {
 	first, count, m, err := d.t.Range(ctx, key, token, n)
+	if err == nil && (count < 1 || count > int64(n) || first > math.MaxInt64-(count-1)) {
+		return 0, 0, metaOf(m), d.malformed("range answer: first %d, count %d for %d asked of key %q", first, count, n, key)
+	}
 	return first, count, metaOf(m), err
 }
 
 func (d dialed) ids(ctx context.Context, key, token string, n int) ([]int64, bool, meta, error) {
 	ids, text, m, err := d.t.IDs(ctx, key, token, n)
+	if err == nil && !text && len(ids) != n {
+		return nil, false, metaOf(m), d.malformed("ids answer: %d IDs for %d asked of key %q", len(ids), n, key)
+	}
 	return ids, text, metaOf(m), err
 }
 
@@ -151,7 +173,7 @@ func newTransport(endpoint string, opts *Options) (transport, error) {
 		if err != nil {
 			return nil, err
 		}
-		return dialed{t}, nil
+		return dialed{t: t, url: endpoint}, nil
 	}
 	if grpcSchemes[u.Scheme] {
 		return nil, fmt.Errorf("client: endpoint %q: scheme %q needs the gRPC transport: set Options.Dialers to grpctransport.Dialers(grpctransport.Settings{}) (package github.com/idmint/idmint/client/grpctransport)", endpoint, u.Scheme)
