@@ -17,6 +17,7 @@ type emptyTransport struct {
 	probed   atomic.Bool
 	requests atomic.Int64
 	count    int64 // the count of its range answers: 0, or more than asked when negative
+	text     bool  // its batches after the probe are text IDs instead of none
 }
 
 func (e *emptyTransport) meta(key string) Meta {
@@ -36,13 +37,14 @@ func (e *emptyTransport) IDs(_ context.Context, key, _ string, n int) ([]int64, 
 	if n == 1 && e.probed.CompareAndSwap(false, true) {
 		return []int64{1}, false, e.meta(key), nil
 	}
-	return make([]int64, 0, n), false, e.meta(key), nil
+	return make([]int64, 0, n), e.text, e.meta(key), nil
 }
 
 func (e *emptyTransport) Close() {}
 
 // TestEmptyAnswersBackOff: a Transport that answers with no IDs (an empty
-// range, an empty batch) or with more than asked is refused like a
+// range, an empty batch), with more than asked, or with text IDs for a key
+// whose IDs were numbers, is refused like a
 // malformed HTTP answer, and the calls waiting for it back off: over ten
 // backoffs of the injected clock the endpoint is asked a few times each,
 // not in a loop. Before, the client took an empty answer for a success and
@@ -53,11 +55,15 @@ func TestEmptyAnswersBackOff(t *testing.T) {
 	for _, tc := range []struct {
 		key   string
 		count int64
-	}{{"mono", 0}, {"mono", -1}, {"order", 0}, {"order", -1}, {"flake", 0}} {
+		text  bool
+	}{{"mono", 0, false}, {"mono", -1, false}, {"order", 0, false}, {"order", -1, false}, {"flake", 0, false}, {"flake", 0, true}} {
 		name := tc.key + map[bool]string{true: "/empty", false: "/too many"}[tc.count == 0]
+		if tc.text {
+			name = tc.key + "/text"
+		}
 		t.Run(name, func(t *testing.T) {
 			clk := clock.NewFake(time.Unix(0, 0))
-			tr := &emptyTransport{count: tc.count}
+			tr := &emptyTransport{count: tc.count, text: tc.text}
 			c := newClient(t, []string{"mem://a:1"}, Options{Clock: clk, HedgeAfter: -1, MaxRefills: 1,
 				MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
 				Dialers: map[string]Dialer{"mem": func(Target) (Transport, error) { return tr, nil }}})
