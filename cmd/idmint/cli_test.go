@@ -205,3 +205,35 @@ func TestGenCoordinatorFileRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeUidGeneratorSample decodes the ID uid-generator's README prints
+// from parseUID ({"UID":"180363646902239241", timestamp "2017-01-19
+// 12:15:46" in the JVM's +08:00 zone, workerId "4", sequence "9"}) with the
+// layout of the README's sample beans (timeBits 29, workerBits 21, seqBits
+// 13, epochStr 2016-09-20, i.e. 2016-09-19T16:00:00Z), as
+// docs/migrating-from-uid-generator.md tells teams to check theirs. The
+// same ID read with the class defaults (the built-in baidu layout) gives a
+// plausible but wrong time, which is why the guide says to check a known ID.
+func TestDecodeUidGeneratorSample(t *testing.T) {
+	t.Parallel()
+	const readme = "time=29:1s,worker=21,seq=13,epoch=2016-09-19T16:00:00Z,name=uid"
+	for _, c := range []struct {
+		layout string
+		want   idparts.Answer
+	}{
+		{readme, idparts.Answer{ID: "180363646902239241", Layout: "uid", Time: "2017-01-19T04:15:46Z", UnixMs: "1484799346000", Node: 4, Sequence: 9}},
+		{"baidu", idparts.Answer{ID: "180363646902239241", Layout: "baidu", Time: "2016-07-19T10:07:53Z", UnixMs: "1468922873000", Node: 4, Sequence: 9}},
+	} {
+		code, out, errOut := runCLI(t, "decode", "--json", "--layout", c.layout, "180363646902239241")
+		if code != 0 {
+			t.Fatalf("--layout %s: exit %d: %s", c.layout, code, errOut)
+		}
+		var a idparts.Answer
+		if err := json.Unmarshal([]byte(out), &a); err != nil {
+			t.Fatalf("--layout %s: not JSON: %v: %s", c.layout, err, out)
+		}
+		if !reflect.DeepEqual(a, c.want) {
+			t.Errorf("--layout %s: decoded %+v, want %+v", c.layout, a, c.want)
+		}
+	}
+}
