@@ -21,9 +21,15 @@ import (
 // (a client pinging faster is disconnected), a handshake finished within
 // read_header_timeout. A stream that is never read holds at most gRPC's
 // per-stream write quota and flow-control window.
+//
+// A call's header metadata (before any token is checked) is at most
+// GRPCMaxHeaderListSize: grpc-go's own limit is 16 MiB per header block,
+// and 20 connections each sending an unfinished 8 MiB block held 137 MB
+// of the server's memory. A block past the limit closes the connection.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	base := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
+		grpc.MaxHeaderListSize(GRPCMaxHeaderListSize),
 		grpc.MaxConcurrentStreams(GRPCMaxStreamsPerConn),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: GRPCMaxConnIdle, Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -65,6 +71,10 @@ func (s *Server) handshakeTimeout() time.Duration {
 // gRPC limits (see GRPCServer).
 const (
 	GRPCMaxStreamsPerConn = 32
+	// GRPCMaxHeaderListSize bounds a call's header metadata, as the HTTP
+	// listener's 16 KiB bounds a request's headers: room for a bearer
+	// token of several kilobytes and gRPC's own headers.
+	GRPCMaxHeaderListSize = 16 << 10
 	GRPCMaxConnIdle       = 5 * time.Minute
 	GRPCMaxConns          = 1024 // connections Serve accepts at once
 	AdminMaxConns         = 256  // connections the admin listener holds at once

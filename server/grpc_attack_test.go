@@ -1,11 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // heapInUse returns the heap in use after a collection.
@@ -94,5 +99,72 @@ func TestAttackGRPCHalfOpen(t *testing.T) {
 	_, err = io.Copy(io.Discard, c) // the server's SETTINGS, then EOF when it drops us
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatalf("a half-open connection was still held after %v", time.Since(start).Round(time.Second))
+	}
+}
+
+// A call's header block is bounded before any token is read: a client
+// sending an unfinished block (HEADERS, then CONTINUATION frames without
+// END_HEADERS) has its connection closed with GOAWAY once the block passes
+// GRPCMaxHeaderListSize, instead of the server buffering up to grpc-go's
+// 16 MiB per connection (20 such connections took a server from 70 to
+// 207 MB and held it).
+func TestAttackGRPCHeaderListBounded(t *testing.T) {
+	f := newFixture(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := f.s.GRPCServer()
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	// One header field whose value never ends, 16 KiB a frame (the
+	// default maximum frame size), up to 1 MiB: 64 times the limit.
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/idmint.v1.IDs/Next"}, {Name: ":authority", Value: "x"},
+		{Name: "authorization", Value: "Bearer " + strings.Repeat("a", 4<<20)}} {
+		enc.WriteField(hf)
+	}
+	b := block.Bytes()[:1<<20]
+	const frame = 16 << 10
+	sent := 0
+	writeErr := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:frame], EndHeaders: false})
+	for sent = frame; writeErr == nil && sent < len(b); sent += frame {
+		writeErr = fr.WriteContinuation(1, false, b[sent:sent+frame])
+	}
+	// The server's answer: GOAWAY, then the connection closes. A server
+	// still waiting for the rest of the block sends nothing.
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	goaway := false
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("after %d bytes of an unfinished header block (write error: %v) the connection is still open and no GOAWAY came", sent, writeErr)
+			}
+			break // closed (EOF or reset)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = true
+			if g.ErrCode != http2.ErrCodeProtocol && g.ErrCode != http2.ErrCodeCompression {
+				t.Errorf("GOAWAY code %v, want PROTOCOL_ERROR or COMPRESSION_ERROR", g.ErrCode)
+			}
+		}
+	}
+	if !goaway && writeErr == nil {
+		t.Errorf("the connection closed after %d bytes without a GOAWAY", sent)
 	}
 }
