@@ -352,7 +352,16 @@ func (s *surface) serveLeafDecode(w http.ResponseWriter, r *http.Request) int {
 	}
 	var ms, worker, seq int64
 	decoded := false
-	if k := s.s.Lookup(s.env.Config.LeafSnowflakeKey); k != nil && k.Decoder() != nil {
+	k := s.s.Lookup(s.env.Config.LeafSnowflakeKey)
+	if k != nil {
+		// The key's layout (its epoch, its bit widths) is the key's to
+		// show: its tokens apply here as on /v1/decode and gRPC Decode.
+		if st := k.Authorize(r); st != 0 {
+			s.s.WriteAuthError(w, st)
+			return st
+		}
+	}
+	if k != nil && k.Decoder() != nil {
 		if p, err := k.Decoder().Decode(strconv.FormatInt(id, 10)); err == nil && !p.Time.IsZero() {
 			ms, worker, seq, decoded = p.Time.UnixMilli(), p.Node, p.Sequence, true
 		}

@@ -88,6 +88,18 @@ func TestLeafDecode(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m["workerId"] != "5" || m["sequenceId"] != "12" {
 		t.Fatalf("key decoder: %s", w.Body)
 	}
+	// A key with tokens decodes only for them, as /v1/decode does: its
+	// layout is its own.
+	h := newFixture(t, func(c *server.Config) {
+		c.Keys["snowflake"] = server.KeyConfig{Strategy: "snowflake", Tokens: []string{servertest.KeyToken}}
+	})
+	reqtest.WantError(t, reqtest.Do(h.H, reqtest.Req{Target: "/decodeSnowflakeId?snowflakeId=12"}), 401, server.CodeUnauthorized, "Authorization")
+	reqtest.WantError(t, reqtest.Do(h.H, reqtest.Req{Target: "/decodeSnowflakeId?snowflakeId=12", Hdr: reqtest.Bearer("wrong-token-0123456789")}), 403, server.CodeForbidden, "Authorization")
+	reqtest.WantError(t, reqtest.Do(h.H, reqtest.Req{Target: "/v1/decode/12"}), 401, server.CodeUnauthorized, "Authorization")
+	w = reqtest.Do(h.H, reqtest.Req{Target: "/decodeSnowflakeId?snowflakeId=12", Hdr: reqtest.Bearer(servertest.KeyToken)})
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || w.Code != 200 || m["sequenceId"] != "12" {
+		t.Fatalf("with the token: %d %s", w.Code, w.Body)
+	}
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
