@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -344,4 +346,65 @@ func FuzzAttackRequests(f *testing.F) {
 			t.Fatalf("%s %s: IDs of a key with tokens without its token: %s", method, target, w.Body)
 		}
 	})
+}
+
+// A request framed both by Content-Length and by Transfer-Encoding: a
+// proxy that frames by Content-Length forwards the chunked terminator and
+// a second request as one body; Go's net/http framed it as chunked and
+// served the second request on the same connection. It is refused with
+// 400 and the connection closed (RFC 9112 section 6.1), so the smuggled
+// request is never served.
+func TestAttackRequestSmuggling(t *testing.T) {
+	f := newFixture(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := f.s.HTTPServer(f.s.Handler())
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	smuggled := "GET /v1/keys/note/ids HTTP/1.1\r\nHost: x\r\n\r\n"
+	body := "0\r\n\r\n" + smuggled
+	for _, tc := range []struct{ name, head string }{
+		{"both framings", "POST /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nTransfer-Encoding: chunked\r\n\r\n"},
+		{"both framings, reversed", "POST /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"},
+		{"chunked alone", "GET /v1/keys/order/ids HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.head+body); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !strings.Contains(string(b), `"field":"Transfer-Encoding"`) {
+				t.Fatalf("first answer: %d %s, want 400 naming Transfer-Encoding", resp.StatusCode, b)
+			}
+			// Nothing more: the connection closes, the smuggled request
+			// unanswered (it would have asked the text key "note").
+			rest, err := io.ReadAll(br)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the connection stayed open after the refusal")
+			}
+			if len(rest) > 0 {
+				t.Fatalf("a second answer on the connection: %q", rest)
+			}
+			if n := f.cs.get("order").next.Load(); n != 0 {
+				t.Fatalf("%d IDs issued", n)
+			}
+			if !resp.Close {
+				t.Error("the refusal does not say Connection: close")
+			}
+		})
+	}
 }

@@ -354,6 +354,10 @@ func (s *Server) canonical(h http.Handler) http.Handler {
 		hd := w.Header()
 		hd["Cache-Control"] = wire.NoStore
 		hd[HeaderNode] = s.node
+		if len(r.TransferEncoding) > 0 {
+			s.refuseTransferEncoding(w)
+			return
+		}
 		p := r.URL.Path
 		if !canonicalPath(p) {
 			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadPath, Field: "path", Message: "path " + strconv.Quote(wire.Trunc(p)) + " is not in canonical form"})
@@ -364,6 +368,25 @@ func (s *Server) canonical(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// refuseTransferEncoding answers a request whose body came with a
+// transfer coding (chunked) 400 and closes its connection.
+//
+// A request with both Content-Length and Transfer-Encoding is how a
+// request is smuggled past a proxy that frames by Content-Length: the
+// bytes it counts as body are, framed as chunked, a second request. RFC
+// 9112 section 6.1 requires the server to close the connection after
+// answering such a request; Go's net/http frames it as chunked, drops the
+// Content-Length before any handler sees it and keeps the connection open,
+// so the two framings cannot be told apart here. No request of this API
+// needs a chunked body (at most max_body_bytes of JSON or a count), so
+// every one is refused, and the Connection: close makes net/http close the
+// connection after the answer, unread bytes and all.
+func (s *Server) refuseTransferEncoding(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadBody, Field: "Transfer-Encoding",
+		Message: "a request body must come with Content-Length, not Transfer-Encoding (a request framed both ways is refused and its connection closed: RFC 9112 section 6.1)"})
 }
 
 // canonicalPath reports whether p is path.Clean(p), or that plus a
