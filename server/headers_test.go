@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 type leaderIssuer struct {
@@ -13,15 +16,29 @@ type leaderIssuer struct {
 
 func (l *leaderIssuer) LeaderNode() string { return l.leader }
 
-// Every answer names the node; answers for a key say its strategy and a
-// generation that a delete and re-create change, /range included; a
-// request refused by a key's token learns nothing about the key.
+// Answers for a key name the node, once the request may use the key;
+// they say its strategy and a generation that a delete and re-create
+// change, /range included; a request refused before (no such key, no
+// token, a bad path) learns neither the node nor anything about the key.
 func TestAnswerHeaders(t *testing.T) {
 	f := newFixture(t, nil)
-	for _, path := range []string{"/v1/keys/order/ids?count=2", "/v1/keys/order/range?count=5", "/v1/keys/nosuch/ids", "/healthz"} {
+	for _, path := range []string{"/v1/keys/order/ids?count=2", "/v1/keys/order/range?count=5", "/v1/snowflake/snowflake", "/v1/decode/12?key=order"} {
 		if got := do(f.h, req{target: path}).Header().Get(HeaderNode); got != NodeName() {
 			t.Errorf("%s: %s = %q, want %q", path, HeaderNode, got, NodeName())
 		}
+	}
+	for _, r := range []req{{target: "/v1/keys/nosuch/ids"}, {target: "/healthz"}, {target: "/nosuch"}, {target: "/v1//keys"},
+		{target: "/v1/keys/secret/ids"}, {target: "/v1/keys/secret/ids", hdr: map[string]string{"Authorization": "Bearer wrong-token-0123456789"}},
+		{method: "PUT", target: "/v1/keys/order/ids"}, {target: "/v1/keys/order/ids?count=abc"}, {target: "/v1/decode/12?key=secret"}} {
+		rec := do(f.h, r)
+		for _, h := range []string{HeaderNode, HeaderStrategy, HeaderGeneration} {
+			if v, ok := rec.Header()[h]; ok {
+				t.Errorf("%s %s: %d carries %s %q", r.method, r.target, rec.Code, h, v)
+			}
+		}
+	}
+	if got := do(f.h, req{target: "/v1/keys/secret/ids", hdr: map[string]string{"Authorization": "Bearer " + keyTok}}).Header().Get(HeaderNode); got != NodeName() {
+		t.Errorf("with the key's token: %s = %q, want %q", HeaderNode, got, NodeName())
 	}
 	rec := do(f.h, req{target: "/v1/keys/order/range?count=5"})
 	if got := rec.Header().Get(HeaderStrategy); got != "counter" {
@@ -66,11 +83,14 @@ func TestAnswerHeaders(t *testing.T) {
 func TestAnswerHeadersLeader(t *testing.T) {
 	iss := &leaderIssuer{leader: "node-b"}
 	var h keyHeaders
-	h.init("monotonic", iss, 1)
+	h.init([]string{"node-a"}, "monotonic", iss)
 	hd := http.Header{}
 	h.set(hd)
 	if got := hd.Get(HeaderLeader); got != "node-b" {
 		t.Fatalf("%s = %q, want node-b", HeaderLeader, got)
+	}
+	if got := hd.Get(HeaderNode); got != "node-a" {
+		t.Fatalf("%s = %q, want node-a", HeaderNode, got)
 	}
 	iss.leader = ""
 	hd = http.Header{}
@@ -82,5 +102,26 @@ func TestAnswerHeadersLeader(t *testing.T) {
 	h.set(hd)
 	if got := hd.Get(HeaderLeader); got != "node-c" {
 		t.Fatalf("%s = %q after the leader changed, want node-c", HeaderLeader, got)
+	}
+}
+
+// The generation is a random prefix and a counter of key builds: it tells
+// builds apart, across restarts too, and says nothing of when the process
+// started (it used to be the start time in base 36).
+func TestGenerationSaysNothing(t *testing.T) {
+	a, b := newGeneration(), newGeneration()
+	pa, ca, _ := strings.Cut(a, ".")
+	pb, cb, _ := strings.Cut(b, ".")
+	if pa != pb || ca == cb {
+		t.Fatalf("two builds in one process: %q, %q; want one prefix, two counters", a, b)
+	}
+	if len(pa) != 16 {
+		t.Fatalf("prefix %q: want 64 bits in hex", pa)
+	}
+	now := time.Now().UnixNano()
+	for _, base := range []int{10, 16, 36} {
+		if n, err := strconv.ParseInt(pa, base, 64); err == nil && n > now-int64(24*time.Hour) && n <= now {
+			t.Fatalf("prefix %q reads as a time of today in base %d", pa, base)
+		}
 	}
 }

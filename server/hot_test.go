@@ -47,7 +47,6 @@ func TestHotRoutesMatchMux(t *testing.T) {
 	f.s.routes(mux)
 	viaMux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Cache-Control"] = wire.NoStore
-		w.Header()[HeaderNode] = f.s.node
 		mux.ServeHTTP(w, r)
 	})
 	// Leaf's fast path is compared with its routes in server/leaf.

@@ -38,8 +38,8 @@ type Options struct {
 	// KeyStore persists keys created through the admin API. Nil: such
 	// keys last until the process exits.
 	KeyStore KeyStore
-	// NodeName names this node on every answer (HeaderNode). Default:
-	// NodeName().
+	// NodeName names this node on the answers for a key, once its token
+	// is checked (HeaderNode). Default: NodeName().
 	NodeName string
 	// Surfaces are built once the keys are, in order, and serve their
 	// routes beside the native API's on Handler and AdminHandler (cmd/idmint
@@ -58,7 +58,6 @@ type Server struct {
 	keystore KeyStore
 	metrics  *metrics
 	node     []string // HeaderNode's value
-	start    int64    // Unix ns of New, for key generations
 
 	budget    *answerBudget // answer bytes held for clients (budget.go)
 	grpcConns *connIndex    // Serve's gRPC connections; nil before Serve
@@ -134,7 +133,6 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{
 		node:   []string{o.NodeName},
-		start:  time.Now().UnixNano(),
 		budget: newAnswerBudget(cmp.Or(o.Config.AnswerBudget, DefaultAnswerBudget)),
 		cfg:    o.Config, reg: o.Registry, clk: o.Clock, log: o.Logger, keystore: o.KeyStore,
 		env: &Env{Clock: o.Clock, Logger: o.Logger, Config: o.Config, Registry: o.Registry, NodeName: o.NodeName},
@@ -260,7 +258,7 @@ func (s *Server) wrap(ctx context.Context, name string, kc KeyConfig, iss Issuer
 		limiter: newLimiter(s.clk, kc.RateLimit),
 	}
 	k.step.Store(kc.Step)
-	k.hdr.init(kc.Strategy, iss, s.start)
+	k.hdr.init(s.node, kc.Strategy, iss)
 	if h, ok := iss.(VolumeHider); ok && h.HidesVolume() {
 		k.hides = true
 		k.issued = prometheus.NewCounter(prometheus.CounterOpts{Name: "idmint_ids_issued_total"}) // counted, never registered
@@ -353,7 +351,6 @@ func (s *Server) canonical(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd["Cache-Control"] = wire.NoStore
-		hd[HeaderNode] = s.node
 		if len(r.TransferEncoding) > 0 {
 			s.refuseTransferEncoding(w)
 			return

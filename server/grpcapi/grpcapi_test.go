@@ -232,6 +232,16 @@ func TestAnswerHeadersGRPC(t *testing.T) {
 	if got := md.Get("idmint-key-generation"); len(gen) != 1 || len(got) != 1 || got[0] != gen[0] {
 		t.Errorf("idmint-key-generation = %q then %q, want one unchanged token", gen, got)
 	}
+	// A call refused before it may use the key learns nothing.
+	for _, key := range []string{"secret", "nosuch"} {
+		md = nil
+		if _, err := c.NextIDs(ctx, &v1.NextIDsRequest{Key: key, Count: 1}, grpc.Header(&md)); err == nil {
+			t.Fatalf("%s without a token: no error", key)
+		}
+		if len(md.Get("idmint-node")) > 0 || len(md.Get("idmint-key-generation")) > 0 {
+			t.Errorf("%s refused, yet the answer says %v", key, md)
+		}
+	}
 }
 
 // 1,000 StreamIDs streams that never read, with no token, pinned 1.58 GB
