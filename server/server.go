@@ -70,6 +70,7 @@ type Server struct {
 	surfaces []Surface // Options.Surfaces, built
 
 	adminToken []tokenHash
+	retired    atomic.Pointer[map[string][]tokenHash] // deleted keys' tokens (retired.go)
 	closed     atomic.Bool
 	recent     refusalList // the recent refusals (Refusals)
 
@@ -144,6 +145,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	empty := map[string]*Key{}
 	s.keys.Store(&empty)
+	if err := s.loadRetired(); err != nil {
+		return nil, err
+	}
 	s.metrics = newMetrics(s)
 
 	all := map[string]*Key{}
@@ -898,7 +902,9 @@ var (
 // file is ErrConfigKey) and closes its issuer after its last in-flight
 // request (or when ctx ends). The key's store rows are kept, so a key
 // created again with the same name continues after them: its IDs never
-// repeat the deleted key's.
+// repeat the deleted key's. Its tokens are remembered in the data
+// directory (RetiredFile), so its row stays theirs on Leaf's tag route
+// (AuthorizeRetired).
 func (s *Server) DeleteKey(ctx context.Context, name string) error {
 	s.persistMu.Lock()
 	k := s.Lookup(name)
@@ -909,6 +915,10 @@ func (s *Server) DeleteKey(ctx context.Context, name string) error {
 	if k.fromConfig {
 		s.persistMu.Unlock()
 		return ErrConfigKey
+	}
+	if err := s.retireKey(k); err != nil {
+		s.persistMu.Unlock()
+		return err
 	}
 	next := maps.Clone(s.Table())
 	delete(next, name)

@@ -184,6 +184,12 @@ func (s *surface) serveLeafSegment(w http.ResponseWriter, r *http.Request, name 
 		if k == nil {
 			return s.leafError(w, r, code)
 		}
+		// A row a key deleted through the admin API left behind is
+		// still that key's: its tokens apply.
+		if st := s.s.AuthorizeRetired(r, name); st != 0 {
+			s.s.WriteAuthError(w, st)
+			return st
+		}
 	}
 	return s.serveLeaf(w, r, k, false)
 }

@@ -186,3 +186,52 @@ func TestLeafTagsWithoutSegment(t *testing.T) {
 		wantLeafCode(t, f, fmt.Sprint("tag", i), "-2")
 	}
 }
+
+// A segment key deleted through the admin API leaves its row in the
+// default store, which Leaf's tag route serves by name: the row stays the
+// deleted key's, served only with one of its tokens, after a restart too
+// (the digests are kept in the data directory). It used to be served to
+// anyone.
+func TestLeafTagsDeletedKeyKeepsTokens(t *testing.T) {
+	dir := t.TempDir()
+	tbl := &fakeTable{rows: []string{"legacy", "paid"}}
+	start := func() *servertest.Fixture {
+		reg, _ := servertest.Registry()
+		servertest.Must(reg.Register(server.Strategy{Name: "segment", New: func(ctx context.Context, env *server.Env, name string, k server.KeyConfig) (server.Issuer, error) {
+			if k.Options[server.LeafTableOption] == "true" {
+				return tbl, nil
+			}
+			return &servertest.Counter{Name: name}, nil
+		}}))
+		return servertest.NewReg(t, reg, nil, func(c *server.Config) { c.DataDir = dir }, New)
+	}
+	f := start()
+	ctx := context.Background()
+	if _, err := f.S.CreateKey(ctx, "paid", server.KeyConfig{Strategy: "segment", Tokens: []string{servertest.KeyToken}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.S.CreateKey(ctx, "open", server.KeyConfig{Strategy: "segment"}); err != nil {
+		t.Fatal(err)
+	}
+	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/api/segment/get/paid"}), 401, server.CodeUnauthorized, "Authorization")
+	for _, name := range []string{"paid", "open"} {
+		if err := f.S.DeleteKey(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(f *servertest.Fixture, when string) {
+		t.Helper()
+		reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/api/segment/get/paid"}), 401, server.CodeUnauthorized, "Authorization")
+		reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Target: "/api/segment/get/paid/", Hdr: reqtest.Bearer("wrong-token-0123456789")}), 403, server.CodeForbidden, "Authorization")
+		if w := reqtest.Do(f.H, reqtest.Req{Target: "/api/segment/get/paid", Hdr: reqtest.Bearer(servertest.KeyToken)}); w.Code != 200 {
+			t.Fatalf("%s: the row with the deleted key's token: %d %s", when, w.Code, w.Body)
+		}
+		if st, body := get(f, "legacy"); st != 200 {
+			t.Fatalf("%s: legacy: %d %s", when, st, body)
+		}
+		wantLeafCode(t, f, "open", "-2") // no row: Leaf's answer, tokens or not
+	}
+	check(f, "after the delete")
+	f.S.Close(ctx)
+	check(start(), "after a restart")
+}
