@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // PasswordFileParam is the URL query parameter that names a file holding
@@ -62,5 +64,28 @@ func ApplyPasswordFile(u *url.URL) error {
 	u.User = url.UserPassword(u.User.Username(), pw)
 	q.Del(PasswordFileParam)
 	u.RawQuery = q.Encode()
+	return nil
+}
+
+// dsnPasswordFile is ApplyPasswordFile for a go-sql-driver DSN
+// (USER@tcp(host)/db?password_file=PATH), whose parser keeps a parameter
+// it does not know in Params, to be sent as a session variable.
+func dsnPasswordFile(c *mysql.Config) error {
+	path, ok := c.Params[PasswordFileParam]
+	if !ok {
+		return nil
+	}
+	if c.User == "" {
+		return fmt.Errorf("%w: %s given without a user name (want USER@tcp(host:3306)/DB?%s=PATH)", ErrURL, PasswordFileParam, PasswordFileParam)
+	}
+	if c.Passwd != "" {
+		return fmt.Errorf("%w: both a password in the dsn and %s; give one", ErrURL, PasswordFileParam)
+	}
+	pw, err := ReadPasswordFile(path)
+	if err != nil {
+		return err
+	}
+	c.Passwd = pw
+	delete(c.Params, PasswordFileParam)
 	return nil
 }

@@ -33,6 +33,21 @@ func TestPasswordFile(t *testing.T) {
 	if !strings.HasPrefix(dsn, "idmint:s3cret-from-file@tcp(db:3306)/tickets") || strings.Contains(dsn, "password_file") {
 		t.Errorf("mysql dsn = %q", dsn)
 	}
+	// go-sql-driver's own DSN form, with and without the mysql:// prefix:
+	// its parser used to keep password_file as a session variable
+	// (SET password_file=...) and connect without a password.
+	for _, raw := range []string{"idmint@tcp(db:3306)/tickets?password_file=" + pw, "mysql://idmint@tcp(db:3306)/tickets?timeout=3s&password_file=" + pw} {
+		_, dsn, _, shown, err := parse(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if !strings.HasPrefix(dsn, "idmint:s3cret-from-file@tcp(db:3306)/tickets") || strings.Contains(dsn, "password_file") {
+			t.Errorf("%s: dsn = %q", raw, dsn)
+		}
+		if strings.Contains(shown, "s3cret") {
+			t.Errorf("shown dsn holds the password: %q", shown)
+		}
+	}
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
 	for _, c := range []struct{ url, want string }{
@@ -40,6 +55,10 @@ func TestPasswordFile(t *testing.T) {
 		{"postgres://idmint@db/idmint?password_file=" + empty, "holds no password"},
 		{"postgres://idmint:inline@db/idmint?password_file=" + pw, "both a password"},
 		{"postgres://db/idmint?password_file=" + pw, "without a user name"},
+		{"idmint:inline@tcp(db:3306)/tickets?password_file=" + pw, "both a password"},
+		{"tcp(db:3306)/tickets?password_file=" + pw, "without a user name"},
+		{"idmint@tcp(db:3306)/tickets?password_file=" + empty, "holds no password"},
+		{"sqlite:///tmp/x.db?password_file=" + pw, "does not apply"},
 	} {
 		_, _, _, _, err := parse(c.url)
 		if !errors.Is(err, ErrURL) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {

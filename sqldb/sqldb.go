@@ -115,7 +115,7 @@ func ping(ctx context.Context, sdb *sql.DB, d Dialect) error {
 // Redact returns rawURL with any password replaced by "xxxxx", for logs.
 func Redact(rawURL string) string {
 	if isMySQLDSN(rawURL) {
-		if c, err := mysql.ParseDSN(rawURL); err == nil {
+		if c, err := parseDSN(rawURL); err == nil {
 			if c.Passwd != "" {
 				c.Passwd = "xxxxx"
 			}
@@ -138,14 +138,63 @@ func isMySQLDSN(s string) bool {
 		strings.HasPrefix(s, "tcp(") || strings.HasPrefix(s, "unix(")
 }
 
+// parseDSN parses a go-sql-driver DSN, with or without "mysql://".
+// password_file is taken out before go-sql-driver's parser sees it: that
+// parser refuses a '/' in a parameter's value unless escaped, which a
+// path always has (/run/secrets/db); it is put back in Params, unescaped.
+func parseDSN(raw string) (*mysql.Config, error) {
+	raw = strings.TrimPrefix(raw, "mysql://")
+	var file string
+	found := false
+	for _, sep := range []string{"?", "&"} {
+		i := strings.Index(raw, sep+PasswordFileParam+"=")
+		if i < 0 {
+			continue
+		}
+		v := raw[i+len(sep)+len(PasswordFileParam)+1:]
+		rest := ""
+		if j := strings.IndexByte(v, '&'); j >= 0 {
+			v, rest = v[:j], v[j+1:]
+		}
+		u, err := url.QueryUnescape(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q is not escaped right: %v", PasswordFileParam, v, err)
+		}
+		file, found = u, true
+		switch {
+		case rest == "":
+			raw = raw[:i]
+		default:
+			raw = raw[:i] + sep + rest
+		}
+		break
+	}
+	c, err := mysql.ParseDSN(raw)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		if c.Params == nil {
+			c.Params = map[string]string{}
+		}
+		c.Params[PasswordFileParam] = file
+	}
+	return c, nil
+}
+
 func parse(raw string) (driver, dsn string, d Dialect, shown string, err error) {
 	if raw == "" {
 		return "", "", 0, "", fmt.Errorf("%w: url is empty (want sqlite://, postgres:// or mysql://)", ErrURL)
 	}
 	if isMySQLDSN(raw) {
-		c, err := mysql.ParseDSN(strings.TrimPrefix(raw, "mysql://"))
+		c, err := parseDSN(raw)
 		if err != nil {
 			return "", "", 0, "", fmt.Errorf("%w: mysql dsn %s: %v", ErrURL, Redact(raw), err)
+		}
+		// go-sql-driver keeps a parameter it does not know as a session
+		// variable (SET password_file=...): the file was never read.
+		if err := dsnPasswordFile(c); err != nil {
+			return "", "", 0, "", fmt.Errorf("mysql dsn %s: %w", Redact(raw), err)
 		}
 		return "mysql", mysqlDSN(c), MySQL, Redact(raw), nil
 	}
@@ -155,6 +204,9 @@ func parse(raw string) (driver, dsn string, d Dialect, shown string, err error) 
 		return "", "", 0, "", fmt.Errorf("%w: url does not parse (scheme://...)", ErrURL)
 	}
 	shown = u.Redacted()
+	if (u.Scheme == "sqlite" || u.Scheme == "sqlite3") && u.Query().Has(PasswordFileParam) {
+		return "", "", 0, "", fmt.Errorf("%w: sqlite url %q: %s does not apply (an SQLite file has no password)", ErrURL, shown, PasswordFileParam)
+	}
 	if u.Query().Has(PasswordFileParam) {
 		if err := ApplyPasswordFile(u); err != nil {
 			return "", "", 0, "", err

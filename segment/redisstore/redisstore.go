@@ -51,6 +51,7 @@ import (
 
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/sqldb"
 )
 
 // ErrVolatile: the Redis server's persistence settings would lose
@@ -100,6 +101,19 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: allow_volatile %q is not a boolean", ErrURL, shown, v)
 		}
+	}
+	if q.Has(sqldb.PasswordFileParam) {
+		// As in the SQL stores' URLs: the password is the file's first
+		// line (go-redis would refuse the parameter as unknown).
+		if _, set := u.User.Password(); set {
+			return nil, fmt.Errorf("%w: %s: both a password in the URL and %s; give one", ErrURL, shown, sqldb.PasswordFileParam)
+		}
+		pw, err := sqldb.ReadPasswordFile(q.Get(sqldb.PasswordFileParam))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrURL, shown, err)
+		}
+		u.User = url.UserPassword(u.User.Username(), pw) // no user: Redis's default user
+		q.Del(sqldb.PasswordFileParam)
 	}
 	q.Del("prefix")
 	q.Del("allow_volatile")

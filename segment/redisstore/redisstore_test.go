@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +64,28 @@ func TestBadURL(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("error leaks the password: %v", err)
 		}
+	}
+}
+
+// password_file= reads the password from a file, as in the SQL stores'
+// URLs (go-redis refused it as an unknown option); a missing file or a
+// password given twice is refused before any connection.
+func TestPasswordFileURL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"redis://:x@127.0.0.1:1/0?password_file=" + pw, "redis://127.0.0.1:1/0?password_file=" + pw + ".missing"} {
+		if _, err := redisstore.Open(ctx, u); !errors.Is(err, redisstore.ErrURL) || !strings.Contains(err.Error(), "password_file") {
+			t.Errorf("Open(%q) = %v, want ErrURL naming password_file", u, err)
+		}
+	}
+	// Port 1 refuses: the URL was accepted and the connection tried.
+	_, err := redisstore.Open(ctx, "redis://127.0.0.1:1/0?password_file="+pw)
+	if err == nil || errors.Is(err, redisstore.ErrURL) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Open with password_file = %v, want a connection error without the password", err)
 	}
 }
 
