@@ -152,7 +152,7 @@ func FuzzParseCount(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		n, err := parseCount(raw, 10000)
+		n, err := parseCount(raw, 10000, "max_count")
 		if err == nil && (n < 1 || n > 10000) {
 			t.Fatalf("parseCount(%q) = %d", raw, n)
 		}

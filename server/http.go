@@ -221,7 +221,11 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 	if !s.MethodOK(w, r, http.MethodGet, http.MethodPost) {
 		return 0, nil, http.StatusMethodNotAllowed
 	}
-	n, err := parseCount(r.URL.RawQuery, max)
+	limit := "max_count"
+	if max != s.cfg.MaxCount {
+		limit = "the most one range may hold"
+	}
+	n, err := parseCount(r.URL.RawQuery, max, limit)
 	if err != nil {
 		s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadCount, Field: "count", Message: err.Error()})
 		return 0, nil, http.StatusBadRequest
@@ -235,7 +239,7 @@ func (s *Server) countAndKey(w http.ResponseWriter, r *http.Request, name string
 				Message: "count is given both in the query and in the body; give it once"})
 			return 0, nil, http.StatusBadRequest
 		}
-		if n, err = countValue(v, max); err != nil {
+		if n, err = countValue(v, max, limit); err != nil {
 			s.WriteError(w, ErrorAnswer{Status: http.StatusBadRequest, Code: CodeBadCount, Field: "count", Message: err.Error()})
 			return 0, nil, http.StatusBadRequest
 		}

@@ -15,10 +15,14 @@ func TestRangeCountAboveMaxCount(t *testing.T) {
 	if w := do(f.h, req{target: "/v1/keys/order/range?count=1000000"}); w.Code != 200 || !strings.Contains(w.Body.String(), `"first"`) {
 		t.Fatalf("range of 1,000,000 with max_count 100: %d %s", w.Code, w.Body)
 	}
-	if w := do(f.h, req{target: "/v1/keys/order/range?count=1000001"}); w.Code != 400 || !strings.Contains(w.Body.String(), `"field":"count"`) {
+	// Each refusal names the limit that governs the route: max_count does
+	// not govern /range.
+	if w := do(f.h, req{target: "/v1/keys/order/range?count=1000001"}); w.Code != 400 || !strings.Contains(w.Body.String(), `"field":"count"`) ||
+		!strings.Contains(w.Body.String(), "between 1 and 1000000 (the most one range may hold)") {
 		t.Fatalf("range above MaxRangeCount: %d %s", w.Code, w.Body)
 	}
-	if w := do(f.h, req{target: "/v1/keys/order/ids?count=101"}); w.Code != 400 || !strings.Contains(w.Body.String(), "bad_count") {
+	if w := do(f.h, req{target: "/v1/keys/order/ids?count=101"}); w.Code != 400 || !strings.Contains(w.Body.String(), "bad_count") ||
+		!strings.Contains(w.Body.String(), "between 1 and 100 (max_count)") {
 		t.Fatalf("ids above max_count: %d %s", w.Code, w.Body)
 	}
 }

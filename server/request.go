@@ -80,7 +80,9 @@ func bodyCount(r *http.Request, limit int64) (string, bool, *ErrorAnswer) {
 // parseCount parses a count: absent means 1; otherwise a plain decimal
 // between 1 and max (no sign, no spaces, no leading zeros beyond "0"
 // itself, which is out of range anyway).
-func parseCount(raw string, max int) (int, error) {
+//
+// limit names where max comes from, for the message.
+func parseCount(raw string, max int, limit string) (int, error) {
 	v, ok, err := wire.QueryValue(raw, "count")
 	if err != nil {
 		return 0, err
@@ -88,11 +90,11 @@ func parseCount(raw string, max int) (int, error) {
 	if !ok {
 		return 1, nil
 	}
-	return countValue(v, max)
+	return countValue(v, max, limit)
 }
 
 // countValue checks one count value (see parseCount).
-func countValue(v string, max int) (int, error) {
+func countValue(v string, max int, limit string) (int, error) {
 	if v == "" || len(v) > 10 {
 		return 0, fmt.Errorf("count: %q is not a whole number between 1 and %d", wire.Trunc(v), max)
 	}
@@ -105,7 +107,7 @@ func countValue(v string, max int) (int, error) {
 		n = n*10 + int(c-'0')
 	}
 	if n < 1 || n > max {
-		return 0, fmt.Errorf("count: %s is out of range: must be between 1 and %d (max_count)", v, max)
+		return 0, fmt.Errorf("count: %s is out of range: must be between 1 and %d (%s)", v, max, limit)
 	}
 	return n, nil
 }
