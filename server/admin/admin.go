@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"net/http"
 	"slices"
 	"sort"
@@ -143,16 +144,54 @@ func (s *surface) readBody(w http.ResponseWriter, r *http.Request, v any) int {
 		s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusRequestEntityTooLarge, Code: server.CodeBodyTooLarge, Field: "body", Message: fmt.Sprintf("body is larger than %d bytes (max_body_bytes)", mbe.Limit)})
 		return http.StatusRequestEntityTooLarge
 	}
-	field := "body"
-	var ute *json.UnmarshalTypeError
-	if errors.As(err, &ute) && ute.Field != "" {
-		field = strings.TrimPrefix(ute.Field, "KeyConfig.")
-	}
-	if strings.HasPrefix(err.Error(), "json: unknown field ") {
-		field = strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-	}
-	s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadBody, Field: field, Message: "bad JSON body: " + err.Error()})
+	field, msg := bodyProblem(err)
+	s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadBody, Field: field, Message: msg})
 	return http.StatusBadRequest
+}
+
+// bodyProblem says what is wrong with a JSON body in the API's words,
+// naming the field: encoding/json's own messages name Go types and struct
+// fields ("cannot unmarshal string into Go struct field .step of type
+// int64").
+func bodyProblem(err error) (field, msg string) {
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		field = strings.TrimPrefix(ute.Field, "KeyConfig.")
+		if field == "" {
+			return "body", "the body is a JSON " + ute.Value + "; want an object"
+		}
+		return field, field + ": got a JSON " + ute.Value + ", want " + jsonKind(ute.Type)
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		return f, "unknown field " + strconv.Quote(f)
+	}
+	return "body", "the body is not a JSON object: " + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names what JSON value decodes into t.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another kind of value"
 }
 
 func (s *surface) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
@@ -228,20 +267,21 @@ func (s *surface) serveKey(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusNoContent
 	case http.MethodPatch:
 		var req struct {
-			Step *int64 `json:"step"`
+			Step json.RawMessage `json:"step"` // read here, to name a bad value as it was sent
 		}
 		if st := s.readBody(w, r, &req); st != 0 {
 			return st
 		}
-		if req.Step == nil || *req.Step < 1 || *req.Step > 1<<40 {
+		step, perr := strconv.ParseInt(string(req.Step), 10, 64)
+		if perr != nil || step < 1 || step > 1<<40 {
 			v := "missing"
-			if req.Step != nil {
-				v = strconv.FormatInt(*req.Step, 10)
+			if len(req.Step) > 0 {
+				v = wire.Trunc(string(req.Step))
 			}
 			s.s.WriteError(w, server.ErrorAnswer{Status: http.StatusBadRequest, Code: server.CodeBadStep, Field: "step", Message: "step: " + v + ": must be a whole number between 1 and 2^40"})
 			return http.StatusBadRequest
 		}
-		k, err := s.s.SetStep(r.Context(), name, *req.Step)
+		k, err := s.s.SetStep(r.Context(), name, step)
 		var ie *server.InputError
 		switch {
 		case errors.Is(err, server.ErrNoSuchKey):

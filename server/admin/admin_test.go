@@ -70,6 +70,20 @@ func TestKeyAdmin(t *testing.T) {
 	}
 	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Method: "PATCH", Target: "/v1/keys/invoice", Body: `{"step":0}`}), 400, server.CodeBadStep, "step")
 	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Method: "PATCH", Target: "/v1/keys/invoice", Body: `{}`}), 400, server.CodeBadStep, "step")
+	// A bad value is named as it was sent, in the API's words, never in
+	// encoding/json's (Go types and struct fields).
+	for _, tc := range []struct{ method, target, body, code, want string }{
+		{"PATCH", "/v1/keys/invoice", `{"step":"abc"}`, server.CodeBadStep, `step: \"abc\": must be a whole number between 1 and 2^40`},
+		{"PATCH", "/v1/keys/invoice", `{"step":1.5}`, server.CodeBadStep, `step: 1.5: must be a whole number`},
+		{"POST", "/v1/keys", `{"name":"y","strategy":"counter","step":"big"}`, server.CodeBadBody, `step: got a JSON string, want a whole number`},
+		{"POST", "/v1/keys", `{"name":"y","strategy":"counter","tokens":"one"}`, server.CodeBadBody, `tokens: got a JSON string, want an array`},
+		{"POST", "/v1/keys", `{"name":"y","nonsense":1}`, server.CodeBadBody, `unknown field \"nonsense\"`},
+	} {
+		w := reqtest.Do(f.H, reqtest.Req{Method: tc.method, Target: tc.target, Body: tc.body, Hdr: map[string]string{"Content-Type": "application/json"}})
+		if b := w.Body.String(); w.Code != 400 || !strings.Contains(b, `"code":"`+tc.code+`"`) || !strings.Contains(b, tc.want) || strings.Contains(b, "Go ") || strings.Contains(b, "unmarshal") {
+			t.Errorf("%s %s: %d %s; want 400 %s saying %s", tc.method, tc.body, w.Code, b, tc.code, tc.want)
+		}
+	}
 	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Method: "PATCH", Target: "/v1/keys/invoice", Body: `{"step":13}`}), 400, server.CodeBadStep, "step")
 	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Method: "PATCH", Target: "/v1/keys/note", Body: `{"step":10}`}), 400, server.CodeUnsupported, "step")
 	reqtest.WantError(t, reqtest.Do(f.H, reqtest.Req{Method: "PATCH", Target: "/v1/keys/nosuch", Body: `{"step":10}`}), 404, server.CodeUnknownKey, "key")
