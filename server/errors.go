@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/server/internal/wire"
 )
 
@@ -49,8 +50,10 @@ type ErrorAnswer struct {
 
 // WriteError answers e in the native API's error body
 // {"error":{"code":...,"message":...,"field":...}}; every 429 and 503
-// says when to come back (Retry-After, 1 s at least).
+// says when to come back (Retry-After, 1 s at least). The message loses
+// its Go package prefixes (idtext.UserText).
 func (s *Server) WriteError(w http.ResponseWriter, e ErrorAnswer) {
+	e.Message = idtext.UserText(e.Message)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")

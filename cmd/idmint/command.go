@@ -8,6 +8,9 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/idmint/idmint/internal/idtext"
+	"github.com/idmint/idmint/server"
 )
 
 // command is one subcommand. Each lives in a file of its own and registers
@@ -40,6 +43,18 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// configProblems is the usage error of a configuration with problems:
+// one frame, a line for each problem under "idmint CMD: ...", instead of
+// the list followed by a second "invalid configuration".
+func configProblems(ps []server.Problem) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the configuration has %d problem(s):", len(ps))
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\n  %s", p)
+	}
+	return &usageError{b.String()}
+}
+
 // run dispatches args to a subcommand and returns the exit status: 0 on
 // success, 2 on bad input, 1 on any other failure.
 func run(ctx context.Context, e *env, args []string) int {
@@ -63,10 +78,10 @@ func run(ctx context.Context, e *env, args []string) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(e.stderr, "idmint %s: %v\n", c.name, err)
+		fmt.Fprintf(e.stderr, "idmint %s: %s\n", c.name, idtext.UserText(err.Error()))
 		return 2
 	default:
-		fmt.Fprintf(e.stderr, "idmint %s: %v\n", c.name, err)
+		fmt.Fprintf(e.stderr, "idmint %s: %s\n", c.name, idtext.UserText(err.Error()))
 		return 1
 	}
 }

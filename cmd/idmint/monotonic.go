@@ -96,11 +96,7 @@ func runMonotonicSeed(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		if len(ps) > 0 {
-			fmt.Fprintf(e.stderr, "idmint monotonic seed: the configuration has %d problem(s):\n", len(ps))
-			for _, p := range ps {
-				fmt.Fprintf(e.stderr, "  %s\n", p)
-			}
-			return usagef("invalid configuration")
+			return configProblems(ps)
 		}
 	}
 	if k, ok := cfg.Keys[key]; ok && k.Strategy != "monotonic" {

@@ -72,11 +72,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(reg); err != nil {
 		var ve *server.ValidationError
 		if errors.As(err, &ve) {
-			fmt.Fprintf(e.stderr, "idmint serve: the configuration has %d problem(s):\n", len(ve.Problems))
-			for _, p := range ve.Problems {
-				fmt.Fprintf(e.stderr, "  %s\n", p)
-			}
-			return usagef("invalid configuration")
+			return configProblems(ve.Problems)
 		}
 		return err
 	}

@@ -371,6 +371,11 @@ keys:
 			t.Errorf("--check output lacks %q:\n%s", want, errb.String())
 		}
 	}
+	// One frame: the problems under one "idmint serve:" line, not
+	// followed by a second "invalid configuration".
+	if n := strings.Count(errb.String(), "idmint serve:"); n != 1 || strings.Contains(errb.String(), "invalid configuration") {
+		t.Errorf("--check output in %d frames:\n%s", n, errb.String())
+	}
 	out.Reset()
 	errb.Reset()
 	code = run(context.Background(), e, []string{"serve", "--check", "--data", dir})
@@ -380,6 +385,14 @@ keys:
 	code = run(context.Background(), e, []string{"serve", "--check", "--config", filepath.Join(dir, "missing.yaml")})
 	if code != 2 {
 		t.Fatalf("missing config: exit %d", code)
+	}
+	// The user did not call a Go package: no "server: " in what they read.
+	broken := filepath.Join(dir, "broken.yaml")
+	os.WriteFile(broken, []byte("keys: [\n"), 0o600)
+	errb.Reset()
+	code = run(context.Background(), e, []string{"serve", "--check", "--config", broken, "--data", dir})
+	if msg := errb.String(); code != 2 || !strings.Contains(msg, "config has 1 problem(s)") || strings.Contains(msg, "server: ") {
+		t.Errorf("broken config: exit %d, %q; want the problem without Go package prefixes", code, msg)
 	}
 	code = run(context.Background(), e, []string{"serve", "--log-format", "xml", "--check"})
 	if code != 2 {

@@ -71,3 +71,47 @@ func DecodeHex(dst []byte, s string, syntax error) error {
 func NotHex(syntax error, in string, pos int) error {
 	return fmt.Errorf("%w: %s: %q at position %d is not a hex digit", syntax, Quote(in), in[pos], pos)
 }
+
+// goPrefixes are the names of idmint's packages as their errors begin
+// ("server: ", "segment: ", ...): Go's convention, and noise to a user,
+// who did not call the package. Field names ("count: ") are not among them.
+var goPrefixes = []string{
+	"admin", "answer", "dashboard", "ff1", "flake128", "gene", "grpcapi", "idformat", "idparts",
+	"instagram", "ksuid", "leaf", "monotonic", "objectid", "ordernum", "rediscounter", "redisstore",
+	"segment", "server", "snowflake", "sqldb", "sqlstore", "stores", "strategies", "ticket",
+	"timeid", "ulid", "uuid", "witness", "worker", "xid",
+}
+
+// UserText is an error message as a user reads it: without the Go
+// package prefixes ("server: ", "strategies: ") that open it and each
+// wrapped cause (after ": "). Answers and the command line pass every
+// message through it at the boundary; the logs keep the full text.
+func UserText(msg string) string {
+	if strings.IndexByte(msg, ':') < 0 {
+		return msg
+	}
+	var b strings.Builder
+	for start := true; ; {
+		if start {
+			for {
+				cut := false
+				for _, p := range goPrefixes {
+					if len(msg) > len(p)+1 && msg[len(p)] == ':' && msg[len(p)+1] == ' ' && msg[:len(p)] == p {
+						msg, cut = msg[len(p)+2:], true
+						break
+					}
+				}
+				if !cut {
+					break
+				}
+			}
+		}
+		i := strings.Index(msg, ": ")
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i+2])
+		msg, start = msg[i+2:], true
+	}
+}

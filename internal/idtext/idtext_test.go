@@ -72,3 +72,19 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+func TestUserText(t *testing.T) {
+	for in, want := range map[string]string{
+		`server: bad key name "a b"`:                                      `bad key name "a b"`,
+		`strategies: id "abc" is not a number`:                            `id "abc" is not a number`,
+		`server: key "x" (segment): segment: sqlstore: store unavailable`: `key "x" (segment): store unavailable`,
+		`count: 5 is out of range: must be between 1 and 3 (max_count)`:   `count: 5 is out of range: must be between 1 and 3 (max_count)`,
+		`no colon here`:          `no colon here`,
+		`servers: not a package`: `servers: not a package`,
+		`key "server: x": gone`:  `key "server: x": gone`,
+	} {
+		if got := UserText(in); got != want {
+			t.Errorf("UserText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/idmint/idmint/api/idmintv1"
+	"github.com/idmint/idmint/internal/idtext"
 	"github.com/idmint/idmint/server"
 )
 
@@ -89,7 +90,7 @@ func statusOf(ctx context.Context, e server.ErrorAnswer) error {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		grpc.SetTrailer(ctx, metadata.Pairs("retry-after", strconv.FormatInt(secs, 10)))
 	}
-	msg := e.Message
+	msg := idtext.UserText(e.Message)
 	if e.Field != "" {
 		msg = e.Field + ": " + msg
 	}
