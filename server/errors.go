@@ -51,9 +51,14 @@ type ErrorAnswer struct {
 // WriteError answers e in the native API's error body
 // {"error":{"code":...,"message":...,"field":...}}; every 429 and 503
 // says when to come back (Retry-After, 1 s at least). The message loses
-// its Go package prefixes (idtext.UserText).
+// its Go package prefixes (idtext.UserText), and a 5xx's message the
+// paths, URLs and addresses of the stores behind it (idtext.Scrub; the
+// log has them).
 func (s *Server) WriteError(w http.ResponseWriter, e ErrorAnswer) {
 	e.Message = idtext.UserText(e.Message)
+	if e.Status >= 500 {
+		e.Message = idtext.Scrub(e.Message)
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -16,8 +16,9 @@ type counter struct {
 	name   string
 	next   atomic.Int64
 	step   atomic.Int64
-	fail   atomic.Bool // NextInt64s/NextRange fail with a retryable error
-	unrdy  atomic.Bool // Ready fails
+	fail   atomic.Bool            // NextInt64s/NextRange fail with a retryable error
+	unrdy  atomic.Bool            // Ready fails
+	leak   atomic.Pointer[string] // NextInt64s and Ready fail with this text
 	closed atomic.Bool
 }
 
@@ -32,6 +33,9 @@ func (c *counter) NextInt64s(ctx context.Context, dst []int64) error {
 	}
 	if c.fail.Load() {
 		return retryErr{}
+	}
+	if p := c.leak.Load(); p != nil {
+		return errors.New(*p)
 	}
 	end := c.next.Add(int64(len(dst)))
 	for i := range dst {
@@ -76,6 +80,9 @@ func (c *counter) StoreRow(ctx context.Context) (StoreRow, error) {
 func (c *counter) Ready(ctx context.Context) error {
 	if c.unrdy.Load() {
 		return errors.New("counter: lease not held")
+	}
+	if p := c.leak.Load(); p != nil {
+		return errors.New(*p)
 	}
 	return nil
 }

@@ -545,6 +545,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.readyErr(ctx); err != nil {
+		// The answer names no path, URL or address (WriteError scrubs a
+		// 503); the log has the whole cause, at most every
+		// RefusalLogEvery.
+		if now, next := int64(s.clk.Mono()), s.readyLogNext.Load(); now >= next && s.readyLogNext.CompareAndSwap(next, now+int64(RefusalLogEvery)) {
+			s.log.Warn("not ready", "err", err)
+		}
 		s.WriteError(w, ErrorAnswer{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "not ready: " + err.Error(), RetryAfter: time.Second})
 		s.metrics.observe(routeReady, http.StatusServiceUnavailable, 0)
 		return

@@ -69,10 +69,11 @@ type Server struct {
 
 	surfaces []Surface // Options.Surfaces, built
 
-	adminToken []tokenHash
-	retired    atomic.Pointer[map[string][]tokenHash] // deleted keys' tokens (retired.go)
-	closed     atomic.Bool
-	recent     refusalList // the recent refusals (Refusals)
+	adminToken   []tokenHash
+	retired      atomic.Pointer[map[string][]tokenHash] // deleted keys' tokens (retired.go)
+	closed       atomic.Bool
+	recent       refusalList  // the recent refusals (Refusals)
+	readyLogNext atomic.Int64 // Mono (ns) before which /readyz does not log its cause again
 
 	// Shutdown's phases (drain.go): draining from the start of the
 	// drain; skipCtx ends with SkipDrain; stopCtx when the listeners

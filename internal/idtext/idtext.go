@@ -6,6 +6,7 @@ package idtext
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -114,4 +115,30 @@ func UserText(msg string) string {
 		b.WriteString(msg[:i+2])
 		msg, start = msg[i+2:], true
 	}
+}
+
+// Where a store lives, as error messages from drivers and the OS name it.
+var (
+	scrubURL  = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'()<>]*[^\s"'()<>:,;.]`)
+	scrubIPv6 = regexp.MustCompile(`\[[0-9A-Fa-f:.]+(%[^\]]+)?\](:[0-9]+)?`)
+	scrubIPv4 = regexp.MustCompile(`\b[0-9]{1,3}(\.[0-9]{1,3}){3}(:[0-9]+)?\b`)
+	scrubHost = regexp.MustCompile(`(^|[\s"'(=,])[A-Za-z][A-Za-z0-9-]*(\.[A-Za-z0-9-]+)*:[0-9]{2,5}\b`)
+	scrubPath = regexp.MustCompile(`(^|[\s"'(=,])(/[^\s"'()/,;:]+){2,}`)
+)
+
+// Scrub replaces what a message says of where the server's stores live
+// (URLs, file paths, IP addresses and host:port) with [url], [path] and
+// [address], for answers a client reads when the server cannot serve
+// (503, /readyz): those are the operator's to know, and the log keeps the
+// message whole.
+func Scrub(msg string) string {
+	if !strings.ContainsAny(msg, "/:.") {
+		return msg
+	}
+	msg = scrubURL.ReplaceAllString(msg, "[url]")
+	msg = scrubIPv6.ReplaceAllString(msg, "[address]")
+	msg = scrubIPv4.ReplaceAllString(msg, "[address]")
+	msg = scrubHost.ReplaceAllString(msg, "${1}[address]")
+	msg = scrubPath.ReplaceAllString(msg, "${1}[path]")
+	return msg
 }

@@ -88,3 +88,21 @@ func TestUserText(t *testing.T) {
 		}
 	}
 }
+
+func TestScrub(t *testing.T) {
+	for in, want := range map[string]string{
+		`connect postgres://u:xxxxx@db.internal:5432/idmint?sslmode=disable: no answer`: `connect [url]: no answer`,
+		`dial tcp 10.1.2.3:5432: connect: connection refused`:                           `dial tcp [address]: connect: connection refused`,
+		`dial tcp [fe80::1%eth0]:6379: i/o timeout`:                                     `dial tcp [address]: i/o timeout`,
+		`dial tcp db.internal:3306: lookup failed`:                                      `dial tcp [address]: lookup failed`,
+		`open /var/lib/idmint/segments.db: permission denied`:                           `open [path]: permission denied`,
+		`key "order": cannot issue now: store unavailable`:                              `key "order": cannot issue now: store unavailable`,
+		`count: 5 is out of range: must be between 1 and 3`:                             `count: 5 is out of range: must be between 1 and 3`,
+		`clock behind until 2026-01-01T00:00:00Z by 1.5s`:                               `clock behind until 2026-01-01T00:00:00Z by 1.5s`,
+		`i/o timeout`: `i/o timeout`,
+	} {
+		if got := Scrub(in); got != want {
+			t.Errorf("Scrub(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -91,6 +91,9 @@ func statusOf(ctx context.Context, e server.ErrorAnswer) error {
 		grpc.SetTrailer(ctx, metadata.Pairs("retry-after", strconv.FormatInt(secs, 10)))
 	}
 	msg := idtext.UserText(e.Message)
+	if e.Status >= 500 {
+		msg = idtext.Scrub(msg) // where the stores live is the log's to say
+	}
 	if e.Field != "" {
 		msg = e.Field + ": " + msg
 	}
