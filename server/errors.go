@@ -34,6 +34,7 @@ const (
 	CodeBodyTooLarge     = "body_too_large"
 	CodeRateLimited      = "rate_limited"
 	CodeUnavailable      = "unavailable"
+	CodeCancelled        = "cancelled" // 499: the client gave up (StatusClientClosed)
 )
 
 // ErrorAnswer is a refusal as the core answers it: an HTTP status, the

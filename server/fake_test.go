@@ -19,6 +19,7 @@ type counter struct {
 	fail   atomic.Bool            // NextInt64s/NextRange fail with a retryable error
 	unrdy  atomic.Bool            // Ready fails
 	leak   atomic.Pointer[string] // NextInt64s and Ready fail with this text
+	block  chan struct{}          // non-nil: NextInt64s signals it, then waits for its ctx and fails with ctx.Err()
 	closed atomic.Bool
 }
 
@@ -36,6 +37,11 @@ func (c *counter) NextInt64s(ctx context.Context, dst []int64) error {
 	}
 	if p := c.leak.Load(); p != nil {
 		return errors.New(*p)
+	}
+	if c.block != nil {
+		c.block <- struct{}{}
+		<-ctx.Done()
+		return fmt.Errorf("counter: waiting for the store: %w", ctx.Err())
 	}
 	end := c.next.Add(int64(len(dst)))
 	for i := range dst {

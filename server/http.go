@@ -371,7 +371,7 @@ func (s *Server) serveIDs(w http.ResponseWriter, r *http.Request, name, strategy
 var jsonType = []string{"application/json"}
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, k *Key, err error) int {
-	e := s.IssuerRefused(k, err)
+	e := s.IssuerRefused(r.Context(), k, err)
 	s.WriteError(w, e)
 	return e.Status
 }

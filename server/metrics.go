@@ -38,6 +38,7 @@ type metrics struct {
 
 	budgetRefused prometheus.Counter // answers refused for a spent answer budget
 	stalledClosed prometheus.Counter // connections closed for not reading an answer
+	abandoned     prometheus.Counter // requests whose client gave up (499)
 }
 
 func newMetrics(s *Server) *metrics {
@@ -66,11 +67,15 @@ func newMetrics(s *Server) *metrics {
 		Name: "idmint_answer_stalled_connections_total",
 		Help: "Connections closed because their client read none of an answer for answer_timeout.",
 	})
+	m.abandoned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "idmint_requests_abandoned_total",
+		Help: "Requests whose client gave up (closed the connection, cancelled the call) while the issuer worked on them: answered 499 (gRPC CANCELLED) and not counted as refusals.",
+	})
 	budgetInUse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idmint_answer_budget_bytes",
 		Help: "Bytes of answers held for clients that have not read them yet (at most answer_budget, plus answers of at most 1 KiB).",
 	}, func() float64 { return float64(s.budget.inUse()) })
-	m.reg.MustRegister(m.issued, m.hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, budgetInUse,
+	m.reg.MustRegister(m.issued, m.hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, m.abandoned, budgetInUse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

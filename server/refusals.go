@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,20 +27,48 @@ type refusalLog struct {
 	uiSuppressed atomic.Int64 // refusals not listed since the key's last entry
 }
 
-// IssuerRefused maps an issuer's error to the answer and logs the server's
-// refusals (5xx) at a bounded rate.
-func (s *Server) IssuerRefused(k *Key, err error) ErrorAnswer {
+// StatusClientClosed is the status of an answer to a request whose
+// client gave up while the issuer worked on it (nginx's 499): nobody reads
+// it, and it is no refusal of the server's.
+const StatusClientClosed = 499
+
+// IssuerRefused maps an issuer's error on the request of ctx to the answer
+// and logs the server's refusals (5xx) at a bounded rate. When the client
+// gave up (ctx cancelled) the answer is 499 and the request is counted in
+// idmint_requests_abandoned_total, not as a refusal.
+func (s *Server) IssuerRefused(ctx context.Context, k *Key, err error) ErrorAnswer {
+	if s.abandoned(ctx, k, err) {
+		return ErrorAnswer{Status: StatusClientClosed, Code: CodeCancelled, Field: "key",
+			Message: "key " + strconv.Quote(k.name) + ": the client gave up on the request"}
+	}
 	e := issuerError(err, k.name)
 	if e.Status >= 500 {
-		s.LogRefusal(k, err)
+		s.LogRefusal(ctx, k, err)
 	}
 	return e
 }
 
-// LogRefusal records k's issuer refusing (a 503) on the recent list
-// (Refusals) and logs it, unless one was logged less than RefusalLogEvery
-// ago, in which case it only counts it.
-func (s *Server) LogRefusal(k *Key, err error) {
+// abandoned reports whether the request of ctx was given up by its client
+// (its context cancelled: the connection closed, the call cancelled), and
+// then counts it and logs it at debug level. An issuer's own cancellation
+// (a retired key, a lost lease) leaves ctx alone and stays a refusal.
+func (s *Server) abandoned(ctx context.Context, k *Key, err error) bool {
+	if ctx == nil || !errors.Is(ctx.Err(), context.Canceled) {
+		return false
+	}
+	s.metrics.abandoned.Inc()
+	s.log.Debug("request abandoned by its client", "key", k.name, "err", err)
+	return true
+}
+
+// LogRefusal records k's issuer refusing (a 503) the request of ctx on the
+// recent list (Refusals) and logs it, unless one was logged less than
+// RefusalLogEvery ago, in which case it only counts it. A request its
+// client gave up on (ctx cancelled) is counted as abandoned instead.
+func (s *Server) LogRefusal(ctx context.Context, k *Key, err error) {
+	if s.abandoned(ctx, k, err) {
+		return
+	}
 	s.listRefusal(k, err)
 	now := int64(s.clk.Mono())
 	next := k.refusals.next.Load()

@@ -82,6 +82,8 @@ func statusOf(ctx context.Context, e server.ErrorAnswer) error {
 		c = codes.ResourceExhausted
 	case http.StatusServiceUnavailable:
 		c = codes.Unavailable
+	case server.StatusClientClosed:
+		c = codes.Canceled
 	}
 	if e.RetryAfter <= 0 && (c == codes.Unavailable || c == codes.ResourceExhausted) {
 		e.RetryAfter = time.Second
@@ -170,7 +172,7 @@ func (g *service) fill(ctx context.Context, k *server.Key, n int, fixed bool) (*
 		if !fixed {
 			resp.Ids = make([]int64, n)
 			if err := ints.NextInt64s(ctx, resp.Ids); err != nil {
-				return nil, statusOf(ctx, g.s.IssuerRefused(k, err))
+				return nil, statusOf(ctx, g.s.IssuerRefused(ctx, k, err))
 			}
 		} else {
 			ip := int64Pool.Get().(*[]int64) // the IDs only pass through: reuse the slice
@@ -188,13 +190,13 @@ func (g *service) fill(ctx context.Context, k *server.Key, n int, fixed bool) (*
 			}
 			int64Pool.Put(ip)
 			if err != nil {
-				return nil, statusOf(ctx, g.s.IssuerRefused(k, err))
+				return nil, statusOf(ctx, g.s.IssuerRefused(ctx, k, err))
 			}
 		}
 	} else {
 		resp.TextIds = make([]string, n)
 		if err := k.Strings().NextStrings(ctx, resp.TextIds); err != nil {
-			return nil, statusOf(ctx, g.s.IssuerRefused(k, err))
+			return nil, statusOf(ctx, g.s.IssuerRefused(ctx, k, err))
 		}
 	}
 	k.Issued(n)
@@ -279,7 +281,7 @@ func (g *service) NextRange(ctx context.Context, r *v1.NextRangeRequest) (resp *
 	}
 	first, got, err := k.Ranger().NextRange(ctx, int64(n))
 	if err != nil {
-		return nil, statusOf(ctx, g.s.IssuerRefused(k, err))
+		return nil, statusOf(ctx, g.s.IssuerRefused(ctx, k, err))
 	}
 	k.Issued(int(got))
 	return &v1.NextRangeResponse{Key: k.Name(), First: first, Count: got}, nil

@@ -240,7 +240,7 @@ func (s *surface) serveLeaf(w http.ResponseWriter, r *http.Request, k *server.Ke
 	err := k.Int64s().NextInt64s(r.Context(), buf[:])
 	k.Release()
 	if err != nil {
-		s.s.LogRefusal(k, err)
+		s.s.LogRefusal(r.Context(), k, err)
 		return s.leafError(w, r, leafCode(err, snow))
 	}
 	k.Issued(1)
