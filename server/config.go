@@ -104,7 +104,9 @@ type Config struct {
 	MemoryLimit int64 `yaml:"memory_limit"`
 	// LeafSnowflakeKey serves /api/snowflake/get/{key} for keys that are
 	// not configured (Leaf's snowflake endpoint ignores the key) and
-	// /decodeSnowflakeId. Default "snowflake" when such a key exists.
+	// /decodeSnowflakeId. Default: the snowflake key called "snowflake",
+	// or else the config's only snowflake key, whatever its name (see
+	// SnowflakeKeys).
 	LeafSnowflakeKey string `yaml:"leaf_snowflake_key"`
 	// Timeouts against slow clients. Defaults: read_header 5s, read 30s,
 	// write 30s, idle 120s, shutdown 30s.
@@ -394,9 +396,7 @@ func (c *Config) SetDefaults() {
 		c.MemoryLimit = max(96<<20, 3*c.AnswerBudget) + int64(keys)*MemoryPerKey
 	}
 	if c.LeafSnowflakeKey == "" {
-		if k, ok := c.Keys["snowflake"]; ok && k.Strategy == "snowflake" {
-			c.LeafSnowflakeKey = "snowflake"
-		}
+		c.LeafSnowflakeKey = defaultSnowflakeKey(c.Keys)
 	}
 	def := func(d *Duration, v time.Duration) {
 		if *d == 0 {
@@ -791,4 +791,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// defaultSnowflakeKey is leaf_snowflake_key's default among keys: the
+// snowflake key called "snowflake", or else the only snowflake key; ""
+// when there is none, or several and none is called "snowflake".
+func defaultSnowflakeKey(keys map[string]KeyConfig) string {
+	if k, ok := keys["snowflake"]; ok && k.Strategy == "snowflake" {
+		return "snowflake"
+	}
+	if ns := SnowflakeKeys(keys); len(ns) == 1 {
+		return ns[0]
+	}
+	return ""
+}
+
+// SnowflakeKeys returns the names of the snowflake keys among keys, sorted.
+func SnowflakeKeys(keys map[string]KeyConfig) []string {
+	var ns []string
+	for n, k := range keys {
+		if k.Strategy == "snowflake" {
+			ns = append(ns, n)
+		}
+	}
+	sort.Strings(ns)
+	return ns
 }

@@ -102,13 +102,24 @@ type surface struct {
 	env *server.Env
 
 	segment, snowflake, decode, cache, db *server.Route
+
+	// snowflakes names the config's snowflake keys when there are several
+	// and leaf_snowflake_key names none of them: the snowflake route then
+	// cannot know which to serve.
+	snowflakes []string
 }
 
 // New builds Leaf's surface over s (a server.NewSurface).
 func New(s *server.Server) server.Surface {
-	return &surface{s: s, env: s.Env(),
+	sf := &surface{s: s, env: s.Env(),
 		segment: s.Route("leaf_segment"), snowflake: s.Route("leaf_snowflake"), decode: s.Route("leaf_decode"),
 		cache: s.Route("cache"), db: s.Route("db")}
+	if ns := server.SnowflakeKeys(sf.env.Config.Keys); sf.env.Config.LeafSnowflakeKey == "" && len(ns) > 1 {
+		sf.snowflakes = ns
+		sf.env.Logger.Warn("Leaf's /api/snowflake/get/{tag} answers 404: there are several snowflake keys and leaf_snowflake_key names none of them; set it to the key Leaf's route serves",
+			"snowflake_keys", ns)
+	}
+	return sf
 }
 
 // Routes registers the Leaf-compatible routes, each also with a trailing
@@ -205,6 +216,10 @@ func (s *surface) serveLeafSnowflake(w http.ResponseWriter, r *http.Request) int
 		return http.StatusMethodNotAllowed
 	}
 	// Leaf ignores {key} here: every key gets the one snowflake generator.
+	if s.snowflakes != nil {
+		return s.springError(w, r, http.StatusNotFound, "", "this server has several snowflake keys ("+strings.Join(s.snowflakes, ", ")+
+			") and leaf_snowflake_key names none of them: ask for one by name on /v1/snowflake/{key}, or set leaf_snowflake_key")
+	}
 	k := s.s.Lookup(s.env.Config.LeafSnowflakeKey)
 	if s.env.Config.LeafSnowflakeKey == "" || k == nil || k.Int64s() == nil {
 		return s.leafError(w, r, leafInitFalse)

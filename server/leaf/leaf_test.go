@@ -61,6 +61,29 @@ func TestLeafSnowflake(t *testing.T) {
 	if w := reqtest.Do(g.H, reqtest.Req{Target: "/api/snowflake/get/x"}); w.Code != 500 {
 		t.Fatalf("no snowflake key: %d %s", w.Code, w.Body)
 	}
+	// The only snowflake key serves Leaf's route whatever its name, as
+	// Leaf's one generator answers for any tag.
+	h := newFixture(t, func(c *server.Config) {
+		delete(c.Keys, "snowflake")
+		c.Keys["ids"] = server.KeyConfig{Strategy: "snowflake"}
+	})
+	if w := reqtest.Do(h.H, reqtest.Req{Target: "/api/snowflake/get/anything"}); w.Code != 200 || w.Body.String() != "1" {
+		t.Fatalf("the only snowflake key, called ids: %d %s", w.Code, w.Body)
+	}
+	// Several, none called snowflake and none named: 404 saying so.
+	two := func(c *server.Config) {
+		delete(c.Keys, "snowflake")
+		c.Keys["ids"] = server.KeyConfig{Strategy: "snowflake"}
+		c.Keys["orders"] = server.KeyConfig{Strategy: "snowflake"}
+	}
+	w = reqtest.Do(newFixture(t, two).H, reqtest.Req{Target: "/api/snowflake/get/anything"})
+	if w.Code != 404 || !strings.Contains(w.Body.String(), "several snowflake keys (ids, orders)") || !strings.Contains(w.Body.String(), "leaf_snowflake_key") {
+		t.Fatalf("two snowflake keys: %d %s", w.Code, w.Body)
+	}
+	named := newFixture(t, func(c *server.Config) { two(c); c.LeafSnowflakeKey = "orders" })
+	if w := reqtest.Do(named.H, reqtest.Req{Target: "/api/snowflake/get/x"}); w.Code != 200 {
+		t.Fatalf("two snowflake keys, one named: %d %s", w.Code, w.Body)
+	}
 }
 
 func TestLeafDecode(t *testing.T) {
