@@ -15,6 +15,7 @@ import (
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/sqldb"
 )
 
 // DefaultStep is the step of a segment key that names none (Leaf's example
@@ -90,7 +91,7 @@ func openAllocator(ctx context.Context, env *server.Env, store string) (*segment
 	}
 	res, err := env.Shared(ctx, "segment store "+store, func(ctx context.Context) (server.Resource, error) {
 		if sharedStore(url) {
-			w.warnShared(env, "segment store "+store, url)
+			w.warnShared(env, "segment store "+store, sqldb.Redact(url))
 		}
 		a, err := stores.OpenAllocator(ctx, url, segment.Options{Clock: env.Clock, CloseStore: true, Logger: env.Logger, Witness: w.w})
 		if err != nil {

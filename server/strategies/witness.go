@@ -63,8 +63,10 @@ func openWitness(ctx context.Context, env *server.Env) (*nodeWitness, error) {
 // warnShared logs once per node when a key's numbers come from a store
 // other nodes may share but no cluster witness is configured: after a
 // failover to a lagging replica, this node repeats nothing it issued
-// itself, but could issue what another node issued.
-func (n *nodeWitness) warnShared(env *server.Env, key, store string) {
+// itself, but could issue what another node issued. shown is the store as
+// the log may show it (redacted by the caller: a ticket key's servers and
+// a Redis address are no URLs Redact parses).
+func (n *nodeWitness) warnShared(env *server.Env, key, shown string) {
 	if n.cluster != nil {
 		return
 	}
@@ -72,7 +74,7 @@ func (n *nodeWitness) warnShared(env *server.Env, key, store string) {
 		env.Logger.Warn("witness: no cluster witness; if other nodes share this key's store, a failover of the store to a "+
 			"lagging replica can make this node issue numbers another node issued (this node never repeats its own). "+
 			"Set witness: to etcd://, zk:// or a database other than the store, or use an etcd/ZooKeeper coordinator",
-			"key", key, "store", sqldb.Redact(store))
+			"key", key, "store", shown)
 	})
 }
 

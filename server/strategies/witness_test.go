@@ -1,7 +1,10 @@
 package strategies
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,5 +84,20 @@ func TestWitnessConfig(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "witness") {
 			t.Errorf("witness %q: %v does not name the field", tc.witness, err)
 		}
+	}
+}
+
+// The warning about a shared store without a cluster witness shows the
+// store as its caller redacted it: a ticket key's "default (mysql://...)"
+// and a Redis address are no URLs, and were logged as
+// store="(unparsable url)".
+func TestWarnSharedShowsStore(t *testing.T) {
+	var buf bytes.Buffer
+	env := &server.Env{Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	var n nodeWitness
+	shown := "default (mysql://idmint:xxxxx@db:3306/tickets)"
+	n.warnShared(env, "ticket", shown)
+	if out := buf.String(); !strings.Contains(out, strconv.Quote(shown)) || strings.Contains(out, "unparsable") {
+		t.Fatalf("warning: %s", out)
 	}
 }
