@@ -24,8 +24,9 @@ import (
 //
 // A call's header metadata (before any token is checked) is at most
 // GRPCMaxHeaderListSize: grpc-go's own limit is 16 MiB per header block,
-// and 20 connections each sending an unfinished 8 MiB block held 137 MB
-// of the server's memory. A block past the limit closes the connection.
+// and 20 connections each sending 7 MiB of an unfinished block took an
+// idmint serve from 30 to 198 MB RSS (31 MB with the limit). A block past
+// the limit closes the connection.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	base := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
