@@ -75,12 +75,14 @@ func NotHex(syntax error, in string, pos int) error {
 
 // goPrefixes are the names of idmint's packages as their errors begin
 // ("server: ", "segment: ", ...): Go's convention, and noise to a user,
-// who did not call the package. Field names ("count: ") are not among them.
+// who did not call the package. Names that are also fields of the config
+// or of a request ("witness: ", "stores: ", "count: ") are not among
+// them: a problem names its field that way.
 var goPrefixes = []string{
 	"admin", "answer", "dashboard", "ff1", "flake128", "gene", "grpcapi", "idformat", "idparts",
 	"instagram", "ksuid", "leaf", "monotonic", "objectid", "ordernum", "rediscounter", "redisstore",
-	"segment", "server", "snowflake", "sqldb", "sqlstore", "stores", "strategies", "ticket",
-	"timeid", "ulid", "uuid", "witness", "worker", "xid",
+	"segment", "server", "snowflake", "sqldb", "sqlstore", "strategies", "ticket",
+	"timeid", "ulid", "uuid", "worker", "xid",
 }
 
 // UserText is an error message as a user reads it: without the Go

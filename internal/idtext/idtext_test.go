@@ -79,6 +79,7 @@ func TestUserText(t *testing.T) {
 		`strategies: id "abc" is not a number`:                            `id "abc" is not a number`,
 		`server: key "x" (segment): segment: sqlstore: store unavailable`: `key "x" (segment): store unavailable`,
 		`count: 5 is out of range: must be between 1 and 3 (max_count)`:   `count: 5 is out of range: must be between 1 and 3 (max_count)`,
+		`line 1: witness: must be "none" or an etcd:// URL`:               `line 1: witness: must be "none" or an etcd:// URL`,
 		`no colon here`:          `no colon here`,
 		`servers: not a package`: `servers: not a package`,
 		`key "server: x": gone`:  `key "server: x": gone`,
