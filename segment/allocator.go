@@ -30,10 +30,9 @@ type Allocator struct {
 	knownMu sync.Mutex
 	known   map[string]KeyInfo // rows EnsureKeys saw, until Known reads them
 
-	readyMu   sync.Mutex          // guards the listing RowReady shares
-	readyRows map[string]struct{} // names only: 10,000 rows kept whole cost 1 MiB
-	readyErr  error
-	readyAt   time.Duration
+	readyMu   sync.Mutex  // guards the listings RowReady shares
+	readyCur  *rowListing // the last finished listing
+	readyNext *rowListing // the listing in flight, if any
 
 	batch *batcher // group commit, when the store is a BatchAllocator
 
@@ -738,10 +737,16 @@ func (a *Allocator) CreateKey(ctx context.Context, k KeyInfo) error {
 	return a.store.Create(ctx, k)
 }
 
+// createLot is how many rows EnsureKeys hands a BatchCreator in one
+// CreateMissing call. Each call gets the store's own deadline, so a start
+// with many keys is bounded by its work, not by one constant: 100,000 rows
+// in one call ran past PostgreSQL's 5 s on a loaded machine.
+const createLot = 1000
+
 // EnsureKeys makes sure every key of keys has a row, creating the missing
-// ones (MaxID 0 means DefaultMaxID) in batches when the store can, and
-// returns every row of the store afterwards, by key. Existing rows are
-// left as they are.
+// ones (MaxID 0 means DefaultMaxID) in lots of 1,000 when the store can,
+// and returns every row of the store afterwards, by key. Existing rows are
+// left as they are; a failure leaves the lots created before it.
 func (a *Allocator) EnsureKeys(ctx context.Context, keys []KeyInfo) (map[string]KeyInfo, error) {
 	valid, err := ValidateKeyInfos(keys)
 	if err != nil {
@@ -762,8 +767,14 @@ func (a *Allocator) EnsureKeys(ctx context.Context, keys []KeyInfo) (map[string]
 		return have, nil
 	}
 	if b, ok := a.store.(BatchCreator); ok {
-		if err := b.CreateMissing(ctx, missing); err != nil {
-			return nil, err
+		// One call per lot: a store bounds each call by a constant
+		// deadline (sqldb.DefaultTimeout, the Redis client's timeouts),
+		// so the time allowed grows with the number of keys instead of
+		// 100,000 rows sharing the 5 s one call gets.
+		for start := 0; start < len(missing); start += createLot {
+			if err := b.CreateMissing(ctx, missing[start:min(start+createLot, len(missing))]); err != nil {
+				return nil, err
+			}
 		}
 	} else {
 		for _, k := range missing {
@@ -812,32 +823,78 @@ func (a *Allocator) Known(key string) (KeyInfo, bool) {
 const rowsFresh = time.Second
 
 // RowReady reports whether key's row can be read from the store, from one
-// listing shared by every caller within a second: a readiness probe over
-// 10,000 keys asks the store once instead of 10,000 times.
+// listing shared by every caller: a readiness probe over 10,000 keys asks
+// the store once instead of 10,000 times. A listing is kept for a second,
+// or ten times as long as it took when that is longer, and runs in the
+// background under the store's own deadline rather than the caller's: a
+// probe of 100,000 keys on a loaded machine gave up (its 2 s) before the
+// listing was read, every time, so the server never reported ready. A
+// caller whose ctx ends first gets ctx's error; a later one gets the
+// listing.
 func (a *Allocator) RowReady(ctx context.Context, key string) error {
 	a.readyMu.Lock()
-	defer a.readyMu.Unlock()
-	now := a.opts.Clock.Mono()
-	if a.readyRows == nil || now-a.readyAt >= rowsFresh {
-		a.readyRows, a.readyErr = nil, nil
-		list, err := a.store.List(ctx)
-		if err != nil {
-			a.readyErr = err
-		} else {
-			a.readyRows = make(map[string]struct{}, len(list))
-			for _, k := range list {
-				a.readyRows[k.Key] = struct{}{}
+	l := a.readyCur
+	if l == nil || a.opts.Clock.Mono()-l.at >= max(rowsFresh, 10*l.took) {
+		if a.readyNext == nil {
+			a.mu.Lock() // Close takes mu before it waits for wg
+			if a.closed.Load() {
+				a.mu.Unlock()
+				a.readyMu.Unlock()
+				return ErrClosed
 			}
+			a.wg.Add(1)
+			a.mu.Unlock()
+			a.readyNext = &rowListing{done: make(chan struct{})}
+			go a.listRows(a.readyNext)
 		}
-		a.readyAt = now
+		next := a.readyNext
+		a.readyMu.Unlock()
+		select {
+		case <-next.done:
+			l = next
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else {
+		a.readyMu.Unlock()
 	}
-	if a.readyErr != nil {
-		return a.readyErr
+	if l.err != nil {
+		return l.err
 	}
-	if _, ok := a.readyRows[key]; !ok {
+	if _, ok := l.rows[key]; !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownKey, key)
 	}
 	return nil
+}
+
+// rowListing is one listing of the store's rows for RowReady.
+type rowListing struct {
+	done chan struct{}       // closed when the fields below are set
+	rows map[string]struct{} // names only: 10,000 rows kept whole cost 1 MiB
+	err  error
+	at   time.Duration // Clock.Mono when it finished
+	took time.Duration
+}
+
+// listRows lists the store into l and makes it RowReady's current listing.
+func (a *Allocator) listRows(l *rowListing) {
+	defer a.wg.Done()
+	start := a.opts.Clock.Mono()
+	list, err := a.store.List(a.ctx)
+	if err != nil {
+		l.err = err
+	} else {
+		l.rows = make(map[string]struct{}, len(list))
+		for _, k := range list {
+			l.rows[k.Key] = struct{}{}
+		}
+	}
+	l.at = a.opts.Clock.Mono()
+	l.took = l.at - start
+	a.readyMu.Lock()
+	a.readyCur, a.readyNext = l, nil
+	a.readyMu.Unlock()
+	close(l.done)
 }
 
 func (a *Allocator) rows(ctx context.Context) (map[string]KeyInfo, error) {

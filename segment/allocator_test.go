@@ -451,6 +451,83 @@ func TestRowReadyShared(t *testing.T) {
 	}
 }
 
+// A listing that outlasts the probe that started it is not thrown away:
+// it finishes in the background and the next probe uses it, and a listing
+// that took long is kept ten times as long. A probe of 100,000 keys on a
+// loaded machine never finished its listing within its 2 s, so the server
+// never reported ready.
+func TestRowReadySlowListing(t *testing.T) {
+	f, a, clk := setup(t, 10, segment.Options{})
+	gate := make(chan struct{})
+	f.set(func(f *fakeStore) {
+		f.onList = func() {
+			<-gate
+			clk.Advance(500 * time.Millisecond) // the listing took 0.5 s
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.RowReady(ctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a probe whose context ended during the listing: %v, want context.Canceled", err)
+	}
+	close(gate)
+	for i := 0; i < 3; i++ {
+		if err := a.RowReady(context.Background(), "k"); err != nil {
+			t.Fatalf("after the listing finished: %v", err)
+		}
+	}
+	if f.lists != 1 {
+		t.Fatalf("the store was listed %d times, want 1 (the listing the first probe started)", f.lists)
+	}
+	clk.Advance(4 * time.Second) // 4 s after the listing: within 10 × 0.5 s
+	f.set(func(f *fakeStore) { f.onList = nil; f.listErr = errors.New("store down") })
+	if err := a.RowReady(context.Background(), "k"); err != nil {
+		t.Fatalf("4 s after a listing that took 0.5 s: %v, want it reused", err)
+	}
+	clk.Advance(time.Second)
+	if err := a.RowReady(context.Background(), "k"); err == nil || !strings.Contains(err.Error(), "store down") {
+		t.Fatalf("5 s after a listing that took 0.5 s, with the store down: %v", err)
+	}
+}
+
+// The rows of many keys are created in calls of a bounded size, each
+// under the store's own deadline, so the time allowed grows with the
+// number of keys: in one call they ran past a SQL store's 5 s on a loaded
+// machine and the server did not start.
+func TestEnsureKeysManyUnderConstantDeadline(t *testing.T) {
+	// 500 µs a row: 1,000 rows fit a 5 s deadline 10 times over, 20,000
+	// rows (10 s) do not fit it at all.
+	s := &slowBatchStore{fakeStore: newFake(), perRow: 500 * time.Microsecond, deadline: 5 * time.Second} // sqldb.DefaultTimeout
+	a, err := segment.New(s, segment.Options{Clock: clock.NewFake(epoch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const n = 20000
+	keys := make([]segment.KeyInfo, n)
+	for i := range keys {
+		keys[i] = segment.KeyInfo{Key: fmt.Sprintf("k%d", i), Step: 10}
+	}
+	if err := s.Create(context.Background(), keys[n/2]); err != nil { // one exists already
+		t.Fatal(err)
+	}
+	rows, err := a.EnsureKeys(context.Background(), keys)
+	if err != nil {
+		t.Fatalf("EnsureKeys of %d keys: %v", n, err)
+	}
+	if len(rows) != n {
+		t.Fatalf("%d rows after EnsureKeys of %d keys, want %d", len(rows), n, n)
+	}
+	for _, k := range keys {
+		if _, ok := rows[k.Key]; !ok {
+			t.Fatalf("no row for %s", k.Key)
+		}
+	}
+	if s.calls < 2 {
+		t.Fatalf("%d CreateMissing calls for %d keys, want them split", s.calls, n)
+	}
+}
+
 // EnsureKeys hands each prepared row to Known once.
 func TestKnownOnce(t *testing.T) {
 	_, a, _ := setup(t, 10, segment.Options{})

@@ -24,6 +24,7 @@ type fakeStore struct {
 	calls     int
 	lists     int           // List calls
 	listErr   error         // List returns it while set
+	onList    func()        // List calls it first (outside mu), if set
 	allocated chan struct{} // gets a value after each successful Allocate, if set
 }
 
@@ -121,6 +122,12 @@ func (f *fakeStore) Get(_ context.Context, key string) (segment.KeyInfo, error) 
 
 func (f *fakeStore) List(context.Context) ([]segment.KeyInfo, error) {
 	f.mu.Lock()
+	on := f.onList
+	f.mu.Unlock()
+	if on != nil {
+		on()
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++
 	if f.listErr != nil {
@@ -174,3 +181,34 @@ func (f *fakeStore) requested() []int64 {
 }
 
 var errDown = errors.New("fake: store is down")
+
+// slowBatchStore is a BatchCreator whose CreateMissing costs perRow for
+// each row under one constant deadline per call, as a SQL store's calls
+// each get sqldb.DefaultTimeout: a call with more rows than fit fails with
+// context.DeadlineExceeded and creates nothing (its transaction rolls
+// back). The cost is counted, not slept, so a loaded machine changes
+// nothing.
+type slowBatchStore struct {
+	*fakeStore
+	perRow, deadline time.Duration
+	calls            int
+}
+
+func (s *slowBatchStore) CreateMissing(_ context.Context, keys []segment.KeyInfo) error {
+	s.calls++
+	if cost := time.Duration(len(keys)) * s.perRow; cost > s.deadline {
+		return fmt.Errorf("create %d keys: %v of work in a %v deadline: %w", len(keys), cost, s.deadline, context.DeadlineExceeded)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		k, err := segment.ValidateKeyInfo(k)
+		if err != nil {
+			return err
+		}
+		if _, ok := s.rows[k.Key]; !ok {
+			s.rows[k.Key] = k
+		}
+	}
+	return nil
+}

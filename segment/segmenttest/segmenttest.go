@@ -609,4 +609,28 @@ func testEnsureKeys(t *testing.T, open Opener) {
 	if _, err := a.EnsureKeys(ctxT(t), []segment.KeyInfo{{Key: "", Step: 1}}); !errors.Is(err, segment.ErrBadKey) {
 		t.Errorf("EnsureKeys with an empty key: %v, want ErrBadKey", err)
 	}
+	// One CreateMissing over more rows than a store puts in one
+	// transaction (SQL stores: 1,000), the existing ones among them.
+	if b, ok := s.(segment.BatchCreator); ok {
+		var more []segment.KeyInfo
+		for i := 0; i < 2100; i++ {
+			more = append(more, segment.KeyInfo{Key: fmt.Sprintf("k%d", i), Step: 7})
+		}
+		if err := b.CreateMissing(ctxT(t), more); err != nil {
+			t.Fatalf("CreateMissing of 2,100 keys: %v", err)
+		}
+		list, err := s.List(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2100 {
+			t.Fatalf("%d rows after CreateMissing of 2,100 keys, want 2100", len(list))
+		}
+		if got := maxID(t, s, "k7"); got != 5000 {
+			t.Errorf("k7 max_id %d after CreateMissing, want 5000", got)
+		}
+		if r, err := s.Get(ctxT(t), "k2099"); err != nil || r.Step != 7 {
+			t.Errorf("k2099 after CreateMissing: %+v, %v", r, err)
+		}
+	}
 }

@@ -520,22 +520,39 @@ func (s *Store) Create(ctx context.Context, k segment.KeyInfo) error {
 }
 
 // createBatch is how many rows one INSERT of CreateMissing carries (5
-// parameters each, well under every dialect's limit).
-const createBatch = 200
+// parameters each, well under every dialect's limit); createTx is how many
+// rows one of its transactions carries.
+const (
+	createBatch = 200
+	createTx    = 1000
+)
 
-// CreateMissing inserts the rows of keys that do not exist, in one
-// transaction of multi-row INSERTs that skip existing keys (one commit,
-// one fsync, for any number of keys).
+// CreateMissing inserts the rows of keys that do not exist, in
+// transactions of 1,000 rows of multi-row INSERTs that skip existing keys.
+// Each transaction gets its own DB.Timeout, so the time allowed grows with
+// the number of keys: 100,000 rows in one transaction under one 5 s
+// deadline did not finish on a loaded machine. A failure leaves the
+// transactions committed before it.
 func (s *Store) CreateMissing(ctx context.Context, keys []segment.KeyInfo) error {
 	valid, err := segment.ValidateKeyInfos(keys)
 	if err != nil {
 		return err
 	}
+	for start := 0; start < len(valid); start += createTx {
+		if err := s.createTx(ctx, valid[start:min(start+createTx, len(valid))]); err != nil {
+			return fmt.Errorf("sqlstore: create %d keys: %w", len(valid), err)
+		}
+	}
+	return nil
+}
+
+// createTx inserts the rows of valid that do not exist, in one transaction.
+func (s *Store) createTx(ctx context.Context, valid []segment.KeyInfo) error {
 	ctx, cancel := s.db.Bound(ctx)
 	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlstore: create %d keys: %w", len(valid), err)
+		return err
 	}
 	defer tx.Rollback()
 	for start := 0; start < len(valid); start += createBatch {
@@ -568,11 +585,11 @@ func (s *Store) CreateMissing(ctx context.Context, keys []segment.KeyInfo) error
 			q.WriteString(" ON DUPLICATE KEY UPDATE biz_tag = biz_tag")
 		}
 		if _, err := tx.ExecContext(ctx, s.db.Dialect.Rebind(q.String()), args...); err != nil {
-			return fmt.Errorf("sqlstore: create %d keys: %w", len(valid), err)
+			return err
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlstore: create %d keys: commit: %w", len(valid), err)
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
