@@ -22,7 +22,7 @@ cat >&2 <<'MSG'
 test.sh: as root, this installs from Debian whatever is missing of:
   servers:          postgresql mariadb-server mariadb-client redis-server etcd-server zookeeper default-jre-headless
   deploy validators: yamllint docker-compose systemd nodejs npm (then npm ci in deploy/validators)
-  browser tests:    chromium
+  browser tests:    chromium fonts-liberation (without their recommended packages)
   gRPC code check:  protobuf-compiler
   Java client:      maven openjdk-17-jdk-headless libmaven-compiler-plugin-java libsurefire-java junit5
                     libmaven-jar-plugin-java libmaven-resources-plugin-java libmaven-install-plugin-java
@@ -47,8 +47,11 @@ if [ "$(id -u)" = 0 ]; then
 		echo "test.sh: $skips will skip" >&2
 	}
 	# Headless Chromium for the browser tests (browsertest/, a module of its
-	# own); its Recommends are not needed headless (125 of 171 packages).
-	need chromium "the dashboard's browser test" chromium
+	# own), without its Recommends (125 of 171 packages, about 11 of 19
+	# install minutes on a fresh machine: a desktop's audio, printing and
+	# power daemons); fonts-liberation, one of them, is kept so the
+	# dashboard's screenshot shows its text.
+	need chromium "the dashboard's browser test" chromium fonts-liberation
 	# protoc, for the check that the gRPC API's generated code is fresh.
 	need protobuf-compiler "the generated-code check" protobuf-compiler
 	# The Java client (clients/java): Maven, its plugins and JUnit 5 from
@@ -73,14 +76,21 @@ summary() {
 gotest() { go test "$@" 2>&1 | tee -a "$results"; }
 
 base=$(mktemp -d /tmp/idmint-test.XXXXXX)
+# cleanup runs once, on exit. A signal only exits (128 + its number), and
+# the exit runs cleanup: with cleanup on INT and TERM as well, a stopped
+# run printed its summary twice, the second blank and after three grep
+# errors about the results file the first one had removed.
 cleanup() {
 	rc=$?
+	trap - EXIT INT TERM
 	bash "$S" down "$base" >/dev/null 2>&1 || true
 	rm -rf "$base"
 	summary "$rc"
 	rm -f "$results"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 if env=$(bash "$S" up "$base"); then
 	eval "$env"

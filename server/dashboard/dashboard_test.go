@@ -187,6 +187,31 @@ func TestUIStateFigures(t *testing.T) {
 	}
 }
 
+// NewWith's SampleEvery sets the sampling interval (the state reports it)
+// and a negative one is refused.
+func TestUISampleEveryOption(t *testing.T) {
+	if _, err := NewWith(Options{SampleEvery: -time.Second}); err == nil || !strings.Contains(err.Error(), "SampleEvery -1s") {
+		t.Fatalf("NewWith with a negative SampleEvery: %v, want an error naming it", err)
+	}
+	ns, err := NewWith(Options{SampleEvery: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := servertest.New(t, nil, ns)
+	st := getUIState(t, f.H, nil)
+	if st.SampleEvery != 200 {
+		t.Fatalf("sample_every_ms = %d, want 200", st.SampleEvery)
+	}
+	f.Clk.Advance(199 * time.Millisecond)
+	if h := uiKeyOf(t, getUIState(t, f.H, nil), "order").History; len(h) != 1 {
+		t.Fatalf("sampled again before 200 ms: %v", h)
+	}
+	f.Clk.Advance(time.Millisecond)
+	if h := uiKeyOf(t, getUIState(t, f.H, nil), "order").History; len(h) != 2 {
+		t.Fatalf("history 200 ms after the first sample = %v, want 2 samples", h)
+	}
+}
+
 // TestUIHistory: a key's issued count is sampled at most every
 // UISampleEvery, at most UISamplesKept samples are kept, and a deleted
 // key's samples go with it.
