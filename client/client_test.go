@@ -87,8 +87,12 @@ func TestNextConcurrentUnique(t *testing.T) {
 	cl := newCluster()
 	a, b := newFakeNode(t, cl), newFakeNode(t, cl)
 	var log refillLog
-	c := newClient(t, []string{a.url(), b.url()}, Options{Hooks: Hooks{Refill: log.hook}, MinBatch: 50, MaxCount: 700})
-	ctx := testCtx(t)
+	// Each call has its own deadline (Options.Timeout, for a context
+	// without one), not the whole test: 240,000 draws under -race on a
+	// loaded machine outlasted one 30 s context for all of them, and the
+	// call in flight then failed with "no endpoint answered".
+	c := newClient(t, []string{a.url(), b.url()}, Options{Hooks: Hooks{Refill: log.hook}, MinBatch: 50, MaxCount: 700, Timeout: 30 * time.Second})
+	ctx := context.Background()
 	const goroutines, each = 16, 5000
 	for _, key := range []string{"order", "flake", "tick"} {
 		draws := make([][]int64, goroutines)
@@ -253,16 +257,28 @@ func TestTLS(t *testing.T) {
 	srv := httptest.NewTLSServer(n)
 	defer srv.Close()
 	// Without the server's certificate the handshake fails: retryable on
-	// another endpoint, so the call ends at its deadline. The deadline
-	// leaves room for one handshake under -race on 2 loaded cores (300 ms
-	// did not, once: "no endpoint answered").
-	c := newClient(t, []string{srv.URL}, Options{Timeout: 2 * time.Second})
-	if _, err := c.Next(context.Background(), "order"); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("Next over TLS with an unknown certificate = %v; want ErrUnavailable naming the certificate", err)
+	// another endpoint, so the call ends at its deadline, naming the last
+	// failure. The deadline must leave room for one handshake, which under
+	// -race on 2 loaded cores took more than 300 ms and then more than 2 s
+	// ("no endpoint answered"): it doubles from 1 s until a handshake fits,
+	// so a quiet machine still spends 1 s here.
+	for d := time.Second; ; d *= 2 {
+		c := newClient(t, []string{srv.URL}, Options{Timeout: d})
+		_, err := c.Next(context.Background(), "order")
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Next over TLS with an unknown certificate = %v; want ErrUnavailable", err)
+		}
+		if strings.Contains(err.Error(), "certificate") {
+			break
+		}
+		if d >= 32*time.Second {
+			t.Fatalf("Next over TLS with an unknown certificate, %v deadline = %v; want it to name the certificate", d, err)
+		}
+		t.Logf("no handshake finished within %v, trying a longer deadline: %v", d, err)
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
-	c = newClient(t, []string{srv.URL}, Options{TLS: &tls.Config{RootCAs: pool}})
+	c := newClient(t, []string{srv.URL}, Options{TLS: &tls.Config{RootCAs: pool}})
 	if _, err := c.Next(testCtx(t), "order"); err != nil {
 		t.Fatalf("Next over TLS with the server's certificate trusted: %v", err)
 	}
