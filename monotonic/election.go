@@ -37,9 +37,28 @@ import (
 // monotonic clock, where sent is the time it sent a proof: a keepalive of
 // its lease followed by a put of the term key conditional on its election
 // key (so the proof is also written after sent, and only while the key
-// exists). It stops issuing at that deadline unless a later proof moved it,
-// and at once when it sees its key deleted or its lease gone (watchTerm, a
-// keepalive answering that the lease is not found, a failed bound write).
+// exists), which counts once the term's watch has delivered it. It stops
+// issuing at that deadline unless a later proof moved it, and at once when
+// it sees its key deleted or its lease gone (watchTerm, a keepalive
+// answering that the lease is not found, a failed bound write) or its
+// watch breaks.
+//
+// Restores. etcd restored from an older snapshot (etcdutl snapshot
+// restore --bump-revision --mark-compacted) holds the keys and leases of
+// that time, and its revisions go on above every earlier one. A leader
+// deposed since the snapshot (its lease revoked or expired while it was
+// cut off, a successor elected and issuing) finds its key and lease again,
+// with the create revision it was elected with, so a fence on the key
+// alone lets it lead beside the values its successor issued. What differs
+// is the history: the term's watch runs from the revision of its election,
+// and etcd cancels, as compacted, every watch from before the restore
+// (--mark-compacted marks the revisions up to the bumped one compacted, so
+// that watchers do not resume: etcd's disaster recovery guide,
+// https://etcd.io/docs/v3.7/op-guide/recovery/#revision-difference).
+// So a proof counts only once that watch delivers it (one written in the
+// restored etcd never is), and a broken watch ends the term; the node
+// campaigns again, and a new term starts above the witness's mark, after
+// a handover wait timed in its own history.
 //
 // Handing over. etcd deletes the election key when the lease expires, when
 // an operator revokes it, or when an operator deletes the key; only in the
@@ -62,6 +81,54 @@ type term struct {
 	clk  clock.Clock
 
 	cancel context.CancelFunc // ends the term's work (watch, lead loop)
+
+	// The term's watch (watchTerm) delivers, in order and without a gap,
+	// every event of its election key and of the term key from the
+	// revision at which the term was elected. seen is the highest revision
+	// through which it has delivered them; moved is closed and replaced
+	// whenever seen moves.
+	wmu   sync.Mutex
+	seen  int64
+	moved chan struct{}
+}
+
+func newTerm(key string, rev int64, clk clock.Clock, cancel context.CancelFunc) *term {
+	return &term{key: key, rev: rev, clk: clk, cancel: cancel, moved: make(chan struct{})}
+}
+
+// advance records that the term's watch delivered everything through rev.
+func (t *term) advance(rev int64) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	if rev > t.seen {
+		t.seen = rev
+		close(t.moved)
+		t.moved = make(chan struct{})
+	}
+}
+
+// waitSeen returns once the term's watch has delivered everything through
+// rev, or an error when the term is fenced (ErrFenced) or ctx ends.
+func (t *term) waitSeen(ctx context.Context, rev int64) error {
+	for {
+		t.wmu.Lock()
+		seen, moved := t.seen, t.moved
+		t.wmu.Unlock()
+		if t.valid.Load() < 0 {
+			return ErrFenced
+		}
+		if seen >= rev {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			if t.valid.Load() < 0 {
+				return ErrFenced
+			}
+			return ctx.Err()
+		}
+	}
 }
 
 // proven reports whether the lease is proven now: the term may write.
@@ -109,6 +176,25 @@ type records struct {
 	leader *leaderRecord
 	proof  int64         // mod revision of the latest term record seen
 	seen   time.Duration // Mono when it was seen
+	// event: the record was seen as its put, delivered by the watch: it
+	// was written in the stream's history, not read as it stood when the
+	// stream began (a record read afresh after a restore may be older
+	// than what the lost history wrote after it).
+	event bool
+	// epoch counts the watcher's reads afresh: each starts a stream of its
+	// own (after a watch was cancelled, for one because etcd was restored
+	// from a snapshot, whose history is another). delivered is the highest
+	// revision through which the current stream has delivered every event.
+	epoch     uint64
+	delivered int64
+	moved     chan struct{} // closed and replaced when delivered or epoch moves
+}
+
+// sight is what handover uses of a term record seen by watchRecords.
+type sight struct {
+	at    time.Duration // Mono when it was seen
+	epoch uint64        // the stream it was seen in
+	event bool          // seen as its put (records.event)
 }
 
 func (r *records) leaderRecord() *leaderRecord {
@@ -117,14 +203,59 @@ func (r *records) leaderRecord() *leaderRecord {
 	return r.leader
 }
 
-// seenAt returns when the term record of mod revision rev was seen.
-func (r *records) seenAt(rev int64) (time.Duration, bool) {
+// seenAt returns when, and in which stream, the term record of mod
+// revision rev was seen.
+func (r *records) seenAt(rev int64) (sight, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.seen, r.proof == rev && rev != 0
+	return sight{at: r.seen, epoch: r.epoch, event: r.event}, r.proof == rev && rev != 0
 }
 
-func (r *records) apply(e *Etcd, kv *mvccpb.KeyValue, deleted bool, now time.Duration) {
+// progress records that the current stream delivered everything through
+// rev; fresh starts a new stream, whose reading replaces what the old one
+// saw (after a restore, a term record of a lower revision than one seen
+// before is the record now).
+func (r *records) progress(rev int64, fresh bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fresh {
+		r.epoch++
+		r.proof, r.delivered = 0, 0
+	}
+	r.delivered = max(r.delivered, rev)
+	if r.moved != nil {
+		close(r.moved)
+	}
+	r.moved = make(chan struct{})
+}
+
+// waitDelivered reports whether the stream of epoch delivered everything
+// through rev, waiting until it has, until it is replaced, or until ctx
+// ends.
+func (r *records) waitDelivered(ctx context.Context, epoch uint64, rev int64) bool {
+	for {
+		r.mu.Lock()
+		ep, delivered, moved := r.epoch, r.delivered, r.moved
+		if moved == nil {
+			r.moved = make(chan struct{})
+			moved = r.moved
+		}
+		r.mu.Unlock()
+		if ep != epoch {
+			return false
+		}
+		if delivered >= rev {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (r *records) apply(e *Etcd, kv *mvccpb.KeyValue, deleted, event bool, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch string(kv.Key) {
@@ -136,7 +267,7 @@ func (r *records) apply(e *Etcd, kv *mvccpb.KeyValue, deleted bool, now time.Dur
 		}
 	case e.termKey():
 		if !deleted && kv.ModRevision > r.proof {
-			r.proof, r.seen = kv.ModRevision, now
+			r.proof, r.seen, r.event = kv.ModRevision, now, event
 		}
 	}
 }
@@ -156,15 +287,16 @@ func (e *Etcd) watchRecords(ctx context.Context) {
 			continue
 		}
 		now := e.cfg.Clock.Mono()
+		e.recs.progress(resp.Header.Revision, true)
 		var leader *mvccpb.KeyValue
 		for _, kv := range resp.Kvs {
 			if string(kv.Key) == e.leaderKey() {
 				leader = kv
 			}
-			e.recs.apply(e, kv, false, now)
+			e.recs.apply(e, kv, false, false, now)
 		}
 		if leader == nil {
-			e.recs.apply(e, &mvccpb.KeyValue{Key: []byte(e.leaderKey())}, true, now)
+			e.recs.apply(e, &mvccpb.KeyValue{Key: []byte(e.leaderKey())}, true, false, now)
 		}
 		wctx, wcancel := context.WithCancel(ctx)
 		for wr := range cli.Watch(wctx, from, clientv3.WithRange(end), clientv3.WithRev(resp.Header.Revision+1)) {
@@ -173,7 +305,11 @@ func (e *Etcd) watchRecords(ctx context.Context) {
 			}
 			now := e.cfg.Clock.Mono()
 			for _, ev := range wr.Events {
-				e.recs.apply(e, ev.Kv, ev.Type == mvccpb.DELETE, now)
+				e.recs.apply(e, ev.Kv, ev.Type == mvccpb.DELETE, true, now)
+				// Events arrive in revision order, so one delivered
+				// means every one before it was (the header's revision
+				// may run ahead of a batch still being caught up).
+				e.recs.progress(ev.Kv.ModRevision, false)
 			}
 		}
 		wcancel()
@@ -224,27 +360,40 @@ func (e *Etcd) campaign(ctx context.Context) error {
 			}
 		}
 	}()
-	key, rev, err := e.elect(ctx, grant.ID)
+	key, rev, elected, err := e.elect(ctx, grant.ID)
 	if err != nil {
 		return fmt.Errorf("monotonic: campaign: %w", err)
 	}
 	tctx, tcancel := context.WithCancel(ctx)
 	defer tcancel()
-	t := &term{key: key, rev: rev, clk: e.cfg.Clock, cancel: tcancel}
+	t := newTerm(key, rev, e.cfg.Clock, tcancel)
 	defer t.fence()
-	// From here on, the key's deletion (or the lease's) ends the term.
+	// From here on, the key's deletion (or the lease's), or a break in the
+	// watch's history, ends the term.
 	e.wg.Add(1)
-	go e.watchTerm(tctx, t)
+	go e.watchTerm(tctx, t, elected)
 	// Read the predecessor's last proof before this term writes its own.
-	from, proofFound, err := e.handover(tctx)
+	h, err := e.handover(tctx)
 	if err != nil {
 		return err
 	}
 	// Prove the lease afresh: the campaign may have waited for long (this
 	// also checks that the key is still there: Campaign returns when the
 	// keys before it are gone, even when its own went too).
-	if err := e.prove(tctx, t, grant.ID); err != nil {
+	proof, err := e.prove(tctx, t, grant.ID)
+	if err != nil {
 		return fmt.Errorf("monotonic: prove leadership after election: %w", err)
+	}
+	from, proofFound := h.from, h.found
+	if h.sight != nil {
+		// The predecessor's last proof was timed by when the record
+		// watcher saw it. That holds only if it saw it in this term's
+		// history: its stream, unbroken since, delivered this proof.
+		wctx, wcancel := context.WithTimeout(tctx, e.cfg.Timeout)
+		if !e.recs.waitDelivered(wctx, h.sight.epoch, proof) {
+			from = h.read + e.cfg.TTL
+		}
+		wcancel()
 	}
 	bctx, bcancel := context.WithTimeout(tctx, e.cfg.Timeout)
 	resp, err := cli.Get(bctx, e.boundKey())
@@ -335,7 +484,10 @@ func (e *Etcd) campaign(ctx context.Context) error {
 // the lease's revoke, bounded by Timeout, instead of resigning with the
 // client's own context, which never ends while etcd is unreachable (Close
 // would hang).
-func (e *Etcd) elect(ctx context.Context, lease clientv3.LeaseID) (key string, rev int64, err error) {
+//
+// elected is the revision at which no key created before this one was
+// left: the term's history starts there.
+func (e *Etcd) elect(ctx context.Context, lease clientv3.LeaseID) (key string, rev, elected int64, err error) {
 	cli := e.cfg.Client
 	// The key concurrency.Election uses (it adds a "/" to the prefix), so
 	// that nodes of earlier versions, which campaign through it, share the
@@ -350,13 +502,13 @@ func (e *Etcd) elect(ctx context.Context, lease clientv3.LeaseID) (key string, r
 		Commit()
 	cancel()
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	rev = resp.Header.Revision
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
-			return "", 0, errors.New("candidate key vanished as it was created")
+			return "", 0, 0, errors.New("candidate key vanished as it was created")
 		}
 		rev = kvs[0].CreateRevision
 	}
@@ -365,13 +517,13 @@ func (e *Etcd) elect(ctx context.Context, lease clientv3.LeaseID) (key string, r
 		r, err := cli.Get(gctx, pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)
 		cancel()
 		if err != nil {
-			return "", 0, err
+			return "", 0, 0, err
 		}
 		if len(r.Kvs) == 0 {
-			return key, rev, nil
+			return key, rev, r.Header.Revision, nil
 		}
 		if err := e.waitDelete(ctx, string(r.Kvs[0].Key), r.Header.Revision); err != nil {
-			return "", 0, err
+			return "", 0, 0, err
 		}
 	}
 }
@@ -421,49 +573,93 @@ func (e *Etcd) waitDelete(ctx context.Context, key string, rev int64) error {
 // proven itself just before: the wait is up to a TTL, during which P, if it
 // cannot see its key gone, runs out on its own clock). A predecessor that
 // resigned (Close) marks the record resigned after fencing itself, so its
-// successor starts at once. Measuring from this node's campaign start
-// instead would not be safe: a node that campaigned long before P's last
-// proof would start too early.
-func (e *Etcd) handover(ctx context.Context) (from time.Duration, found bool, err error) {
+// successor starts at once, if it saw that put arrive through its record
+// watcher: a record read as it stood (by a node that started since, or
+// after a watch was cancelled) may be one that etcd, restored from an
+// older snapshot, shows again, and the terms the restore dropped came
+// after it.
+//
+// After a restore. p must be taken in the new term's history: a sighting
+// by the record watcher counts only if the watcher's stream, unbroken
+// since, also delivers the new term's first proof (checked in campaign;
+// else the wait counts from handover's own read). A restore cancels every
+// watch from before it (--mark-compacted), so a sighting from before is
+// dropped, and p is after the restore, which is after every proof of the
+// terms the restore dropped.
+//
+// Measuring from this node's campaign start instead would not be safe: a
+// node that campaigned long before P's last proof would start too early.
+func (e *Etcd) handover(ctx context.Context) (handoff, error) {
 	gctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	resp, err := e.cfg.Client.Get(gctx, e.termKey())
 	cancel()
 	if err != nil {
-		return 0, false, fmt.Errorf("monotonic: read the last term: %w", err)
+		return handoff{}, fmt.Errorf("monotonic: read the last term: %w", err)
 	}
 	got := e.cfg.Clock.Mono()
 	if e.cfg.Mutations.Has(mutate.SecondLeader) || e.cfg.Mutations.Has(mutate.NoHandoverWait) {
-		return 0, len(resp.Kvs) > 0, nil
+		return handoff{found: len(resp.Kvs) > 0}, nil
 	}
 	if len(resp.Kvs) == 0 {
-		return got + e.cfg.TTL, false, nil
+		return handoff{from: got + e.cfg.TTL, read: got}, nil
 	}
 	kv := resp.Kvs[0]
+	h := handoff{from: got + e.cfg.TTL, found: true, read: got}
+	seen, ok := e.recs.seenAt(kv.ModRevision)
 	var rec termRecord
-	if json.Unmarshal(kv.Value, &rec) == nil && rec.Resigned {
-		return 0, true, nil
+	resigned := json.Unmarshal(kv.Value, &rec) == nil && rec.Resigned
+	if resigned && !(ok && seen.event) {
+		// The read may have outrun the record watcher: give it until
+		// Timeout to deliver the put.
+		wctx, wcancel := context.WithTimeout(ctx, e.cfg.Timeout)
+		e.recs.waitDelivered(wctx, seen.epoch, kv.ModRevision)
+		wcancel()
+		seen, ok = e.recs.seenAt(kv.ModRevision)
 	}
-	p := got
-	if seen, ok := e.recs.seenAt(kv.ModRevision); ok && seen < p {
-		p = seen
+	if resigned && ok && seen.event {
+		// Trusted only as a put seen in this term's history (checked
+		// after the first proof): a resigned record that etcd, restored
+		// from a snapshot, shows again says nothing of the terms after it
+		// that the restore dropped.
+		h.from, h.sight = 0, &seen
+		return h, nil
 	}
-	return p + e.cfg.TTL, true, nil
+	if ok && seen.at < got {
+		h.from, h.sight = seen.at+e.cfg.TTL, &seen
+	}
+	return h, nil
+}
+
+// handoff is what handover found.
+type handoff struct {
+	from  time.Duration // Mono from which the new term may issue
+	found bool          // a term record was there
+	read  time.Duration // Mono when handover's read of it returned
+	// sight, when from was timed by the record watcher's sighting of the
+	// record: the campaign checks, after its first proof, that the
+	// sighting belongs to its history, and else issues from read + TTL.
+	sight *sight
 }
 
 // prove renews the lease and, conditional on the election key, records the
 // proof in the term key; only then is leadership proven until the send
 // time + TTL - Margin. A lease etcd no longer has, or a key gone, fences
 // the term.
-func (e *Etcd) prove(ctx context.Context, t *term, lease clientv3.LeaseID) error {
+//
+// The proof counts only once the term's watch has delivered it: a put that
+// succeeded because a restore brought the election key back is in another
+// history than the term's, and the watch breaks instead (watchTerm). It
+// returns the proof's revision.
+func (e *Etcd) prove(ctx context.Context, t *term, lease clientv3.LeaseID) (int64, error) {
 	sent := e.cfg.Clock.Mono()
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	if err := e.cfg.keepAlive(ctx, lease); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			t.fence()
-			return fmt.Errorf("%w: lease lost: %v", ErrFenced, err)
+			return 0, fmt.Errorf("%w: lease lost: %v", ErrFenced, err)
 		}
-		return fmt.Errorf("monotonic: keepalive: %w", err)
+		return 0, fmt.Errorf("monotonic: keepalive: %w", err)
 	}
 	rec, _ := json.Marshal(termRecord{Revision: t.rev})
 	r, err := e.cfg.Client.Txn(ctx).
@@ -471,14 +667,22 @@ func (e *Etcd) prove(ctx context.Context, t *term, lease clientv3.LeaseID) error
 		Then(clientv3.OpPut(e.termKey(), string(rec))).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("monotonic: record proof: %w", err)
+		return 0, fmt.Errorf("monotonic: record proof: %w", err)
 	}
 	if !r.Succeeded {
 		t.fence()
-		return fmt.Errorf("%w: election key %s (revision %d) is gone", ErrFenced, t.key, t.rev)
+		return 0, fmt.Errorf("%w: election key %s (revision %d) is gone", ErrFenced, t.key, t.rev)
+	}
+	if !e.cfg.Mutations.Has(mutate.TrustRestoredKey) {
+		if err := t.waitSeen(ctx, r.Header.Revision); err != nil {
+			if errors.Is(err, ErrFenced) {
+				return 0, fmt.Errorf("%w: the term's watch broke or saw the key go before the proof at revision %d arrived", ErrFenced, r.Header.Revision)
+			}
+			return 0, fmt.Errorf("monotonic: proof at revision %d not delivered by the term's watch: %w", r.Header.Revision, err)
+		}
 	}
 	t.confirm(sent + e.cfg.TTL - e.cfg.Margin)
-	return nil
+	return r.Header.Revision, nil
 }
 
 // resign records, after the term is fenced, that it issues nothing any
@@ -505,38 +709,58 @@ func (e *Etcd) resign(t *term) {
 }
 
 // watchTerm fences the term the moment its election key is deleted (a
-// lease expiry or revoke deletes it too) or found replaced.
-func (e *Etcd) watchTerm(ctx context.Context, t *term) {
+// lease expiry or revoke deletes it too), and when the watch breaks: a
+// watch is cancelled when the revisions it must deliver are compacted, as
+// after etcd was restored from a snapshot (--bump-revision
+// --mark-compacted). A restore can bring the election key back with its
+// create revision, after a term elected meanwhile issued values this one
+// never saw: only an unbroken watch from the revision of the election
+// tells the two histories apart. It also follows the term key, so that
+// prove can wait for its own proof to arrive through the watch.
+func (e *Etcd) watchTerm(ctx context.Context, t *term, elected int64) {
 	defer e.wg.Done()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	// [the election key, the term key]: other candidates' keys and the
+	// leader record lie between, and are ignored.
+	for wr := range e.cfg.Client.Watch(wctx, t.key, clientv3.WithRange(e.termKey()+"\x00"), clientv3.WithRev(elected+1)) {
+		if wr.Err() != nil || wr.Canceled {
+			break
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE && string(ev.Kv.Key) == t.key && !e.cfg.Mutations.Has(mutate.SecondLeader) {
+				e.cfg.Logger.Warn("monotonic leader's election key deleted (lease revoked or expired, or key deleted): stopped issuing",
+					"name", e.cfg.Name, "key", t.key, "revision", t.rev)
+				t.fence()
+				return
+			}
+			// In revision order: every event before this one was
+			// delivered (not so for the header's revision while a
+			// watch catches up in batches).
+			t.advance(ev.Kv.ModRevision)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if e.cfg.Mutations.Has(mutate.TrustRestoredKey) {
+		e.trustRestoredKey(ctx, t)
+		return
+	}
+	e.cfg.Logger.Warn("monotonic leader's watch broke (compacted: etcd restored from a snapshot?): stopped issuing; campaigning again",
+		"name", e.cfg.Name, "key", t.key, "revision", t.rev)
+	t.fence()
+}
+
+// trustRestoredKey is the mistake mutate.TrustRestoredKey puts back: after
+// the watch broke, the term goes on while its key is found again.
+func (e *Etcd) trustRestoredKey(ctx context.Context, t *term) {
 	cli := e.cfg.Client
-	rev := t.rev + 1
 	for ctx.Err() == nil {
-		wctx, wcancel := context.WithCancel(ctx)
-		for wr := range cli.Watch(wctx, t.key, clientv3.WithRev(rev)) {
-			if wr.Err() != nil || wr.Canceled {
-				break // compacted past rev, or refused: check the key itself
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE && !e.cfg.Mutations.Has(mutate.SecondLeader) {
-					wcancel()
-					e.cfg.Logger.Warn("monotonic leader's election key deleted (lease revoked or expired, or key deleted): stopped issuing",
-						"name", e.cfg.Name, "key", t.key, "revision", t.rev)
-					t.fence()
-					return
-				}
-				rev = ev.Kv.ModRevision + 1
-			}
-		}
-		wcancel()
-		if ctx.Err() != nil {
-			return
-		}
 		gctx, gcancel := context.WithTimeout(ctx, e.cfg.Timeout)
 		resp, err := cli.Get(gctx, t.key)
 		gcancel()
 		if err != nil {
-			// Unreachable: the term runs out on its own clock unless a
-			// proof gets through, which checks the key too.
 			_ = e.cfg.Clock.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
@@ -544,7 +768,20 @@ func (e *Etcd) watchTerm(ctx context.Context, t *term) {
 			t.fence()
 			return
 		}
-		rev = resp.Header.Revision + 1
+		wctx, wcancel := context.WithCancel(ctx)
+		for wr := range cli.Watch(wctx, t.key, clientv3.WithRev(resp.Header.Revision+1)) {
+			if wr.Err() != nil || wr.Canceled {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					wcancel()
+					t.fence()
+					return
+				}
+			}
+		}
+		wcancel()
 	}
 }
 
@@ -579,16 +816,16 @@ func (e *Etcd) lead(ctx context.Context, t *term, sess *concurrency.Session, lea
 		default:
 		}
 		if t.valid.Load() < 0 {
-			return errors.New("monotonic: leadership fenced: the election key or lease is gone")
+			return errors.New("monotonic: leadership fenced: the election key or lease is gone, or the term's watch broke")
 		}
 		if err := e.cfg.Clock.Sleep(ctx, next); err != nil {
 			if t.valid.Load() < 0 {
-				return errors.New("monotonic: leadership fenced: the election key or lease is gone")
+				return errors.New("monotonic: leadership fenced: the election key or lease is gone, or the term's watch broke")
 			}
 			return nil
 		}
 		sent := e.cfg.Clock.Mono()
-		err := e.prove(ctx, t, lease)
+		_, err := e.prove(ctx, t, lease)
 		switch {
 		case ctx.Err() != nil:
 			continue // the checks above say why

@@ -37,6 +37,13 @@ const (
 	// after etcd is restored from an older snapshot it issues values
 	// again.
 	IgnoreWitness
+	// TrustRestoredKey lets a monotonic leader whose watch broke go on
+	// leading when it finds its election key again (read afresh, with the
+	// create revision it was elected with), and count a proof without
+	// waiting for its watch to deliver it: etcd restored from a snapshot
+	// taken while the leader, since deposed, held its lease brings the key
+	// back, and the leader answers beside the one elected meanwhile.
+	TrustRestoredKey
 )
 
 // Set is the mistakes put back into one component.
