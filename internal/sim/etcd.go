@@ -303,6 +303,7 @@ type ewatch struct {
 	ch       chan clientv3.WatchResponse
 	closed   bool
 	last     time.Duration // global time of the latest delivery scheduled
+	gen      int           // deliveries scheduled before a restore moved it are lost
 }
 
 func (w *ewatch) close() {

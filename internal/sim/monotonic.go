@@ -81,6 +81,10 @@ type MonoBugs struct {
 	// IgnoreWitness: a new leader starts above the etcd bound alone,
 	// ignoring the witness's mark and the floor (mutate.IgnoreWitness).
 	IgnoreWitness bool
+	// TrustRestoredKey: a leader whose watch broke goes on leading when it
+	// finds its election key again, and counts a proof without waiting
+	// for its watch to deliver it (mutate.TrustRestoredKey).
+	TrustRestoredKey bool
 }
 
 func (b MonoBugs) mutations() *mutate.Set {
@@ -93,6 +97,9 @@ func (b MonoBugs) mutations() *mutate.Set {
 	}
 	if b.IgnoreWitness {
 		f = append(f, mutate.IgnoreWitness)
+	}
+	if b.TrustRestoredKey {
+		f = append(f, mutate.TrustRestoredKey)
 	}
 	if len(f) == 0 {
 		return nil
@@ -178,6 +185,9 @@ type msim struct {
 	// draws of r, and the runs of every seed without those faults, stay
 	// as they were.
 	r2 *rand.Rand
+	// r3 draws the restore around a revoke of a cut-off leader (Restores
+	// only), for the same reason.
+	r3 *rand.Rand
 	events
 	st   *etcdState // the coordinator's etcd
 	wdb  *etcdState // the separate witness store (Witness)
@@ -259,7 +269,7 @@ func RunMonotonic(seed uint64, cfg MonoConfig) Result {
 	// shuffles that order on purpose: under it runs are checked, not
 	// replayable.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	w := &msim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6d6f6e6f)), r2: rand.New(rand.NewPCG(seed, 0x63757472)), st: newEtcdState(), wdb: newEtcdState(), base: runtime.NumGoroutine()}
+	w := &msim{cfg: cfg, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6d6f6e6f)), r2: rand.New(rand.NewPCG(seed, 0x63757472)), r3: rand.New(rand.NewPCG(seed, 0x72657374)), st: newEtcdState(), wdb: newEtcdState(), base: runtime.NumGoroutine()}
 	if cfg.Dir != "" {
 		d, err := os.MkdirTemp(cfg.Dir, "mono-")
 		if err != nil {
@@ -422,6 +432,22 @@ func (w *msim) plan() {
 			w.at(t1, w.snapshot)
 			w.at(t2, w.restore)
 		}
+		if w.r3.IntN(4) != 0 {
+			// A snapshot while the leader holds its lease, the leader cut
+			// off and its lease revoked, a successor elected, and etcd
+			// restored while the old leader is still cut off: the restore
+			// brings its key and lease back, and it reconnects to them.
+			t := time.Duration(w.r3.Int64N(int64(d)))
+			after := time.Duration(w.r3.Int64N(int64(w.cfg.TTL / 2)))
+			back := after + w.cfg.TTL + time.Duration(w.r3.Int64N(int64(w.cfg.TTL)))
+			long := back + time.Duration(w.r3.Int64N(int64(w.cfg.TTL/2)))
+			way := 2 * w.r3.IntN(2)
+			w.at(t, func() {
+				w.snapshot()
+				w.revokeCutLeader(long, way, after)
+				w.at(w.now+back, w.restore)
+			})
+		}
 	}
 }
 
@@ -446,7 +472,10 @@ func (w *msim) snapshot() {
 // restore puts the last snapshot back, as `etcdutl snapshot restore
 // --bump-revision --mark-compacted` and a restart do: the keys and leases of
 // that time, leases refreshed to a full TTL, revisions above every earlier
-// one, every watch cancelled (its client reads afresh).
+// one, every watch cancelled (its client reads afresh). A watch learns of
+// its cancellation as a client does, when it reconnects: through the
+// network, after the node's partition ends; the events etcd had not yet
+// delivered to it are lost with the old cluster.
 func (w *msim) restore() {
 	if w.snap == nil {
 		return
@@ -456,9 +485,24 @@ func (w *msim) restore() {
 	st.compacted = st.rev
 	st.lastID = max(st.lastID, w.st.lastID)
 	for _, wt := range w.st.watches {
-		wt.send(clientv3.WatchResponse{Header: st.header(), Canceled: true, CompactRevision: st.rev})
-		wt.close()
-		w.woke = true
+		wt.mu.Lock()
+		wt.gen++ // deliveries scheduled before are lost
+		wt.mu.Unlock()
+		n, inc, wt, resp := wt.p.n, wt.p.inc, wt, clientv3.WatchResponse{Header: st.header(), Canceled: true, CompactRevision: st.rev}
+		// No random draw, so that the runs' other draws stay as they were.
+		d := 10 * time.Millisecond
+		if c := w.cut[n.i]; w.now < c.until {
+			d += c.until - w.now
+		}
+		at := max(wt.last, w.now+d)
+		wt.last = at
+		w.at(at, func() {
+			n.deliver(inc, func() {
+				w.woke = true
+				wt.send(resp)
+				wt.close()
+			})
+		})
 	}
 	st.watches = nil
 	w.st = st
@@ -830,7 +874,11 @@ func (w *msim) flush(wt *ewatch) {
 		resp := clientv3.WatchResponse{Header: w.st.header(), Events: evs}
 		resp.Header.Revision = rev
 		n, inc := wt.p.n, wt.p.inc
-		// A watch is a stream: in order, late while cut off, never lost.
+		wt.mu.Lock()
+		gen := wt.gen
+		wt.mu.Unlock()
+		// A watch is a stream: in order, late while cut off, never lost
+		// (but for a restore: see restore).
 		d, ok := w.delay(n, true)
 		if !ok {
 			d = max(w.cut[n.i].until-w.now, 0) + 10*time.Millisecond
@@ -839,6 +887,12 @@ func (w *msim) flush(wt *ewatch) {
 		wt.last = at
 		w.at(at, func() {
 			n.deliver(inc, func() {
+				wt.mu.Lock()
+				lost := wt.gen != gen
+				wt.mu.Unlock()
+				if lost {
+					return
+				}
 				w.woke = true
 				wt.send(resp)
 			})

@@ -71,6 +71,7 @@ func TestMonotonicBugsFound(t *testing.T) {
 		{"successor does not wait out its predecessor", MonoConfig{Bugs: MonoBugs{NoHandoverWait: true}}},
 		{"witness mark ignored", MonoConfig{Dir: fileDir(t), Witness: "separate", Issued: 1000, IssuedIn: "mark", Bugs: MonoBugs{IgnoreWitness: true}}},
 		{"floor ignored", MonoConfig{Issued: 1000, IssuedIn: "floor", Bugs: MonoBugs{IgnoreWitness: true}}},
+		{"leader trusts its restored key", MonoConfig{Dir: fileDir(t), Witness: "separate", Restores: true, Bugs: MonoBugs{TrustRestoredKey: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := monoBudget()
