@@ -200,3 +200,39 @@ func TestEtcdProofNeedsWatch(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestEtcdResignedRecordReadAfresh: a resigned term record lets a
+// successor start at once only if its record watcher saw the record's put
+// arrive. One that only read it as it stood (it started after the
+// resignation) cannot tell it from an old record a restored etcd shows
+// again, after which terms the restore dropped may still be answering;
+// it waits out a TTL.
+func TestEtcdResignedRecordReadAfresh(t *testing.T) {
+	addr := testserver.Addr(t, testserver.Etcd)
+	prefix := "/" + testserver.Prefix(t) + "/"
+	a, err := NewEtcd(EtcdConfig{Client: etcdClient(t, addr), Prefix: prefix, Name: "a", TTL: 2 * time.Second, Window: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	testserver.Eventually(t, "a leads", 10*time.Second, func() bool { _, self := a.Leader(); return self })
+	if _, err := a.Next(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // resigns: the term record says so
+	fake := clock.NewFake(time.Now())
+	b, err := NewEtcd(EtcdConfig{Client: etcdClient(t, addr), Prefix: prefix, Name: "b", TTL: 2 * time.Second, Window: 1000, Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testserver.Eventually(t, "b elected", 10*time.Second, func() bool { return b.Status().Failovers == 1 })
+	if id, err := b.Next(ctx, 1); !errors.Is(err, ErrFenced) {
+		t.Fatalf("b answered %d, %v at once on a resigned record it only read; want ErrFenced until a TTL passed", id, err)
+	}
+	testserver.Eventually(t, "b issues after a TTL", 20*time.Second, func() bool {
+		fake.Advance(100 * time.Millisecond)
+		_, err := b.Next(ctx, 1)
+		return err == nil
+	})
+}
