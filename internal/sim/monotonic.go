@@ -489,8 +489,11 @@ func (w *msim) restore() {
 		wt.gen++ // deliveries scheduled before are lost
 		wt.mu.Unlock()
 		n, inc, wt, resp := wt.p.n, wt.p.inc, wt, clientv3.WatchResponse{Header: st.header(), Canceled: true, CompactRevision: st.rev}
-		// No random draw, so that the runs' other draws stay as they were.
-		d := 10 * time.Millisecond
+		// After the partition, if any, and up to a TTL later: the watch
+		// stream is re-established after a backoff of its own, and the
+		// requests of the same client may get through before. Drawn from
+		// r3, so that the runs' other draws stay as they were.
+		d := 10*time.Millisecond + time.Duration(w.r3.Int64N(int64(w.cfg.TTL)))
 		if c := w.cut[n.i]; w.now < c.until {
 			d += c.until - w.now
 		}
