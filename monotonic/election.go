@@ -574,10 +574,10 @@ func (e *Etcd) waitDelete(ctx context.Context, key string, rev int64) error {
 // cannot see its key gone, runs out on its own clock). A predecessor that
 // resigned (Close) marks the record resigned after fencing itself, so its
 // successor starts at once, if it saw that put arrive through its record
-// watcher: a record read as it stood (by a node that started since, or
-// after a watch was cancelled) may be one that etcd, restored from an
-// older snapshot, shows again, and the terms the restore dropped came
-// after it.
+// watcher, or etcd still serves the revision it was written at (unbroken):
+// a record only read as it stood (by a node that started since, or after
+// a watch was cancelled) may be one that etcd, restored from an older
+// snapshot, shows again, and the terms the restore dropped came after it.
 //
 // After a restore. p must be taken in the new term's history: a sighting
 // by the record watcher counts only if the watcher's stream, unbroken
@@ -616,6 +616,9 @@ func (e *Etcd) handover(ctx context.Context) (handoff, error) {
 		wcancel()
 		seen, ok = e.recs.seenAt(kv.ModRevision)
 	}
+	if resigned && !(ok && seen.event) && e.unbroken(ctx, kv.ModRevision) {
+		return handoff{found: true}, nil
+	}
 	if resigned && ok && seen.event {
 		// Trusted only as a put seen in this term's history (checked
 		// after the first proof): a resigned record that etcd, restored
@@ -628,6 +631,19 @@ func (e *Etcd) handover(ctx context.Context) (handoff, error) {
 		h.from, h.sight = seen.at+e.cfg.TTL, &seen
 	}
 	return h, nil
+}
+
+// unbroken reports whether etcd still serves the term key as it stood at
+// revision rev: then no restore with --mark-compacted came after rev (it
+// marks every revision up to the restored etcd's first one compacted), and
+// a resigned record written at rev is the latest of an unbroken history.
+// An ordinary compaction past rev answers false too: the caller then waits
+// out a TTL for nothing.
+func (e *Etcd) unbroken(ctx context.Context, rev int64) bool {
+	gctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	r, err := e.cfg.Client.Get(gctx, e.termKey(), clientv3.WithRev(rev))
+	return err == nil && len(r.Kvs) == 1 && r.Kvs[0].ModRevision == rev
 }
 
 // handoff is what handover found.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idmint/idmint/clock"
@@ -125,6 +126,10 @@ func restoreLeader(t *testing.T) (*Etcd, *restoreWatcher, *clock.Fake, *clientv3
 	if _, err := a.Next(ctxT(t), 1); err != nil {
 		t.Fatal(err)
 	}
+	// The lead loop waits on the fake clock for its next proof.
+	if err := fake.WaitForSleepers(ctxT(t), 1); err != nil {
+		t.Fatalf("the lead loop never slept: %v", err)
+	}
 	return a, w, fake, etcdClient(t, addr), prefix
 }
 
@@ -201,38 +206,67 @@ func TestEtcdProofNeedsWatch(t *testing.T) {
 	})
 }
 
+// compactedKV answers every read at an earlier revision ErrCompacted, as
+// etcd restored with --mark-compacted does for every revision up to its
+// first one.
+type compactedKV struct{ clientv3.KV }
+
+func (k compactedKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	if clientv3.OpGet(key, opts...).Rev() > 0 {
+		return nil, rpctypes.ErrCompacted
+	}
+	return k.KV.Get(ctx, key, opts...)
+}
+
 // TestEtcdResignedRecordReadAfresh: a resigned term record lets a
-// successor start at once only if its record watcher saw the record's put
-// arrive. One that only read it as it stood (it started after the
-// resignation) cannot tell it from an old record a restored etcd shows
-// again, after which terms the restore dropped may still be answering;
-// it waits out a TTL.
+// successor start at once if its record watcher saw the record's put
+// arrive, or if etcd still serves the revision it was written at. One
+// that only read it as it stood (it started after the resignation), from
+// an etcd that answers that revision compacted, cannot tell it from an old
+// record a restored etcd shows again, after which terms the restore
+// dropped may still be answering; it waits out a TTL.
 func TestEtcdResignedRecordReadAfresh(t *testing.T) {
 	addr := testserver.Addr(t, testserver.Etcd)
-	prefix := "/" + testserver.Prefix(t) + "/"
-	a, err := NewEtcd(EtcdConfig{Client: etcdClient(t, addr), Prefix: prefix, Name: "a", TTL: 2 * time.Second, Window: 1000})
-	if err != nil {
-		t.Fatal(err)
+	for _, restored := range []bool{false, true} {
+		name := "history kept"
+		if restored {
+			name = "revision compacted"
+		}
+		t.Run(name, func(t *testing.T) {
+			prefix := "/" + testserver.Prefix(t) + "/"
+			a, err := NewEtcd(EtcdConfig{Client: etcdClient(t, addr), Prefix: prefix, Name: "a", TTL: 2 * time.Second, Window: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxT(t)
+			testserver.Eventually(t, "a leads", 10*time.Second, func() bool { _, self := a.Leader(); return self })
+			if _, err := a.Next(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			a.Close() // resigns: the term record says so
+			cli := etcdClient(t, addr)
+			if restored {
+				cli.KV = compactedKV{cli.KV}
+			}
+			fake := clock.NewFake(time.Now())
+			b, err := NewEtcd(EtcdConfig{Client: cli, Prefix: prefix, Name: "b", TTL: 2 * time.Second, Window: 1000, Clock: fake})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			testserver.Eventually(t, "b elected", 10*time.Second, func() bool { return b.Status().Failovers == 1 })
+			id, err := b.Next(ctx, 1)
+			switch {
+			case !restored && err != nil:
+				t.Fatalf("b refused (%v) after a resignation etcd still serves", err)
+			case restored && !errors.Is(err, ErrFenced):
+				t.Fatalf("b answered %d, %v at once on a resigned record whose revision etcd answers compacted; want ErrFenced until a TTL passed", id, err)
+			}
+			testserver.Eventually(t, "b issues after a TTL", 20*time.Second, func() bool {
+				fake.Advance(100 * time.Millisecond)
+				_, err := b.Next(ctx, 1)
+				return err == nil
+			})
+		})
 	}
-	ctx := ctxT(t)
-	testserver.Eventually(t, "a leads", 10*time.Second, func() bool { _, self := a.Leader(); return self })
-	if _, err := a.Next(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	a.Close() // resigns: the term record says so
-	fake := clock.NewFake(time.Now())
-	b, err := NewEtcd(EtcdConfig{Client: etcdClient(t, addr), Prefix: prefix, Name: "b", TTL: 2 * time.Second, Window: 1000, Clock: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	testserver.Eventually(t, "b elected", 10*time.Second, func() bool { return b.Status().Failovers == 1 })
-	if id, err := b.Next(ctx, 1); !errors.Is(err, ErrFenced) {
-		t.Fatalf("b answered %d, %v at once on a resigned record it only read; want ErrFenced until a TTL passed", id, err)
-	}
-	testserver.Eventually(t, "b issues after a TTL", 20*time.Second, func() bool {
-		fake.Advance(100 * time.Millisecond)
-		_, err := b.Next(ctx, 1)
-		return err == nil
-	})
 }

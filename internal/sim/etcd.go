@@ -356,11 +356,48 @@ func (c *etcdClient) Put(ctx context.Context, key, val string, opts ...clientv3.
 func (c *etcdClient) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	op := clientv3.OpGet(key, opts...)
 	desc := fmt.Sprintf("get %s..%q limit %d maxcreate %d", key, op.RangeBytes(), op.Limit(), op.MaxCreateRev())
-	r, err := c.call(ctx, desc, func(st *etcdState) (any, error) { return st.get(op), nil })
+	if rev := op.Rev(); rev > 0 {
+		desc += fmt.Sprintf(" at revision %d", rev)
+	}
+	r, err := c.call(ctx, desc, func(st *etcdState) (any, error) {
+		if op.Rev() > 0 {
+			return st.getAt(op)
+		}
+		return st.get(op), nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	return (*clientv3.GetResponse)(r.(*pb.RangeResponse)), nil
+}
+
+// getAt reads one key as it stood at an earlier revision, from the
+// history; revisions up to the compacted one are refused, as etcd does.
+func (st *etcdState) getAt(op clientv3.Op) (*pb.RangeResponse, error) {
+	key, rev := string(op.KeyBytes()), op.Rev()
+	if len(op.RangeBytes()) > 0 {
+		return nil, errUnimplemented
+	}
+	if rev <= st.compacted {
+		return nil, rpctypes.ErrCompacted
+	}
+	if rev > st.rev {
+		return nil, rpctypes.ErrFutureRev
+	}
+	var last *mvccpb.Event
+	for _, h := range st.history {
+		if h.rev > rev {
+			break
+		}
+		if string(h.ev.Kv.Key) == key {
+			last = h.ev
+		}
+	}
+	r := &pb.RangeResponse{Header: st.header()}
+	if last != nil && last.Type == mvccpb.PUT {
+		r.Kvs, r.Count = []*mvccpb.KeyValue{last.Kv}, 1
+	}
+	return r, nil
 }
 
 func (c *etcdClient) GetStream(context.Context, string, ...clientv3.OpOption) (clientv3.GetStreamChan, error) {
