@@ -15,10 +15,10 @@ import (
 	"github.com/sony/sonyflake"
 
 	"github.com/idmint/idmint/flake128"
-	"github.com/idmint/idmint/internal/idtest"
 	"github.com/idmint/idmint/ksuid"
 	"github.com/idmint/idmint/objectid"
 	"github.com/idmint/idmint/snowflake"
+	"github.com/idmint/idmint/testkit/idtest"
 	"github.com/idmint/idmint/ulid"
 	iduuid "github.com/idmint/idmint/uuid"
 	"github.com/idmint/idmint/xid"

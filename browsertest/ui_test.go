@@ -19,11 +19,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
 	"github.com/idmint/idmint/server/strategies"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // chromiumPath finds Debian's chromium (scripts/test.sh installs it). In

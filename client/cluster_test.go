@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/idtest"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // node is one real `idmint serve` process on fixed ports, so the client

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/monotonic/lincheck"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // history records calls (Sent: when the call began, Received: when it

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // drawDuration is how long each phase of TestClusterDraw draws:

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/internal/hdr"
-	"github.com/idmint/idmint/internal/idtest"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // monoCluster is three real `idmint serve` processes serving one

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestRecreatedMonotonicNotBuffered: a segment key is deleted and created

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 // TestEveryGeneratorIsUniqueAndDecodes issues IDs from every format on 4

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func openPG(t *testing.T) *sqldb.DB {

@@ -12,7 +12,7 @@ import (
 	sk "github.com/segmentio/ksuid"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 // 0ujtsYcgvSTl8PAuAdqWYSMnLOv is the example of segmentio/ksuid's README.

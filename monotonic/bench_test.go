@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func BenchmarkFileNext1000(b *testing.B) {

@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/tcpproxy"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/monotonic/lincheck"
+	"github.com/idmint/idmint/testkit/tcpproxy"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func etcdClient(t *testing.T, addr string) *clientv3.Client { return etcdClientB(t, addr) }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestLeaders: the listing names the proven leader, its node name, since

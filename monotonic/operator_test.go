@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/tcpproxy"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/tcpproxy"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // operatorAction is something an operator does to a leader's keys with

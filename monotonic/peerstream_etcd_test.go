@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestEtcdStreamBrokenLinearizable: clients ask a follower (and the

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // counterSource is a Leading that hands out consecutive IDs from memory;

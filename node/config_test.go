@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/snowflake"
+	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/idmint/idmint/worker"
 )
 

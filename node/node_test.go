@@ -19,9 +19,9 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/tcpproxy"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/snowflake"
+	"github.com/idmint/idmint/testkit/tcpproxy"
+	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/idmint/idmint/worker"
 )
 

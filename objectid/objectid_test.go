@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 // 507f1f77bcf86cd799439011 is the example ObjectID of the MongoDB manual's

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestMarksBounded: a mark store whose database stops answering (here: the

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // Processes racing one key with a tiny block keep pushing the counter past

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/redis/go-redis/v9"
 )
 

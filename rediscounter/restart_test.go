@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -28,7 +28,7 @@
 # -A trust lets 127.0.0.1 connect for replication too), MariaDB with a ROW
 # binlog (log_slave_updates on, server_id = its port, so ids are unique on
 # this machine). `replica` builds an ASYNCHRONOUS replica in a new DIR; the
-# primary's address may be a proxy's (internal/tcpproxy), so a test can cut
+# primary's address may be a proxy's (testkit/tcpproxy), so a test can cut
 # the replication link and heal it:
 #   postgres: pg_basebackup -R -X stream -c fast from the primary, then
 #     start; standby.signal and primary_conninfo (in postgresql.auto.conf)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func TestParse(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // within runs f and fails the test if it has not returned after limit.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/idmint/idmint/witness"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 func fakeAt(t time.Time) *clock.Fake { return clock.NewFake(t) }

@@ -10,7 +10,7 @@ import (
 
 	guuid "github.com/google/uuid"
 
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 // RFC 9562 Appendix A example values (A.1 v1, A.3 v4, A.5 v6, A.6 v7).

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // slowClaimClock is a fake clock on which every wall-clock reading takes

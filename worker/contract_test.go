@@ -17,7 +17,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestMain doubles as the child process of the race tests: with

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // The credentials of an etcd URL: inline, from password_file, none; and

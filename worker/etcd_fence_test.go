@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestEtcdFenceAfterTakeover: a holder whose lease expired cannot move the

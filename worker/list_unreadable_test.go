@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // List shows a claim whose value is not idmint's JSON as held, and says

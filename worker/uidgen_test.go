@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // uid-generator's own DDL for its worker table, baidu/uid-generator,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/idmint/idmint/internal/tcpproxy"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/tcpproxy"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // zkTTL is the session timeout of these tests; the servers of

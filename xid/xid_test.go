@@ -12,7 +12,7 @@ import (
 	rsxid "github.com/rs/xid"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 // "9m4e2mr0ui3e8a215n4g" is the example of rs/xid's README; Parse must

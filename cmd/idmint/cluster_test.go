@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/snowflake"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // The cluster scenario: three `idmint serve` processes share one private

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // `serve --check` says what it did not check; `--check --connect` opens

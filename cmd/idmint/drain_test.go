@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestRollingRestartDrains restarts three real `idmint serve` nodes one by

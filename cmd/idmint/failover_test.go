@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/tcpproxy"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/tcpproxy"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // The failover scenario: what an operator running Patroni or MHA sees.

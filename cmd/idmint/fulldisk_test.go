@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestFullDataDirectory runs `idmint serve` with its data directory on a

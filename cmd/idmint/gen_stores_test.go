@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // collectRuns runs the CLI several times and checks every ID it printed is

@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/monotonic"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func TestLeadersBadFlags(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
+	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/idmint/idmint/witness"
 )
 

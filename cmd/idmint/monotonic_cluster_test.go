@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/idtest"
-	"github.com/idmint/idmint/internal/tcpproxy"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/monotonic/lincheck"
+	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/tcpproxy"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // The monotonic cluster scenario (design.md U8): three real `idmint serve`

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func TestMonotonicSeedBadInput(t *testing.T) {

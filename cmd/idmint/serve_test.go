@@ -23,10 +23,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	v1 "github.com/idmint/idmint/api/idmintv1"
-	"github.com/idmint/idmint/internal/idtest"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/strategies"
+	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // buildBinary builds cmd/idmint into a temporary directory once per test.

@@ -1,6 +1,6 @@
 // Package mutate names mistakes that were once made in idmint's protocol
 // code and fixed, so that a test can put one back into the real code and
-// show that it would be caught. The simulator (internal/sim) is its user.
+// show that it would be caught. The simulator (testkit/sim) is its user.
 //
 // Production code never sets a mutation: the options that take a *Set are
 // exported by worker and snowflake, but their parameter type lives in this

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestAllocateManyAfterScriptFlush: a server that lost its script cache

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/redisstore"
 	"github.com/idmint/idmint/segment/segmenttest"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func benchOpener(b *testing.B) segmenttest.Opener {

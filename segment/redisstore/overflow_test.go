@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/redisstore"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // HINCRBY refuses an overflow, and also a max_id or step field that is

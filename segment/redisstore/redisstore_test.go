@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/redisstore"
 	"github.com/idmint/idmint/segment/segmenttest"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func opener(t *testing.T, url string) segmenttest.Opener {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // Outage is the store-outage scenario every real store passes: with a

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/sqlstore"
+	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/idmint/idmint/witness"
 )
 

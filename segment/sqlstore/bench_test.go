@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment/segmenttest"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func benchURLs(b *testing.B) map[string]func() string {

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/segmenttest"
 	"github.com/idmint/idmint/segment/sqlstore"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func opener(t *testing.T, url string) segmenttest.Opener { return openerB(t, url) }

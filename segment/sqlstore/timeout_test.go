@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/sqlstore"
 	"github.com/idmint/idmint/segment/stores"
 	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // within fails the test when f has not returned after limit.

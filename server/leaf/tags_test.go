@@ -1,10 +1,10 @@
 package leaf
 
 import (
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/internal/reqtest"
 	"github.com/idmint/idmint/server/internal/servertest"
+	"github.com/idmint/idmint/testkit/testserver"
 
 	"context"
 	"errors"

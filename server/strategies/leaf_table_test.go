@@ -19,10 +19,10 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/sqlstore"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func leafGet(h http.Handler, path string) (int, string) {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestMonotonicPeerExposure: the unauthenticated forwarding listener stays

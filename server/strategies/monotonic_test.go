@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/monotonic"
 	"github.com/idmint/idmint/monotonic/lincheck"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 func idsOf(t *testing.T, h http.Handler, key string, count int) []int64 {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // syncBuffer is a log sink safe for concurrent use.

@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/ordernum"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // setup is what a served test varies: extra stores, the clock, the

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idmint/idmint/clock"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // fileServer serves one snowflake key under a file:// coordinator in dir.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/snowflake"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // TestStaticHorizonInDataDir: a server on static://N keeps its snowflake

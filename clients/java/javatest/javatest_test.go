@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/idtest"
-	"github.com/idmint/idmint/internal/testserver"
 	"github.com/idmint/idmint/monotonic/lincheck"
+	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // mavenRepo is Debian's packaged Maven repository, which holds every

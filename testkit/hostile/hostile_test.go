@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/idmint/idmint/api/idmintv1"
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 // The memory an attack may leave a server at (resident set, as the

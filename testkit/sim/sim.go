@@ -135,7 +135,7 @@ func (r Result) Report() string {
 	if r.World == "monotonic" {
 		flag = "-sim.monoseed"
 	}
-	fmt.Fprintf(&b, "sim %s seed %d: %s\n(replay: go test ./internal/sim -run TestOneSeed %s=%d -v)\nlast %d events:\n", r.World, r.Seed, r.Violation, flag, r.Seed, len(r.Trace))
+	fmt.Fprintf(&b, "sim %s seed %d: %s\n(replay: go test ./testkit/sim -run TestOneSeed %s=%d -v)\nlast %d events:\n", r.World, r.Seed, r.Violation, flag, r.Seed, len(r.Trace))
 	for _, e := range r.Trace {
 		b.WriteString("  " + e + "\n")
 	}

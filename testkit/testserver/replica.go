@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/tcpproxy"
+	"github.com/idmint/idmint/testkit/tcpproxy"
 )
 
 // Replica is an asynchronous streaming replica of a private PostgreSQL or

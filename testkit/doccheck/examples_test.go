@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 // An example is a fenced block of the README or docs/ whose lines start

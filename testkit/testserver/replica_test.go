@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/tcpproxy"
+	"github.com/idmint/idmint/testkit/tcpproxy"
 )
 
 func TestWithAddr(t *testing.T) {

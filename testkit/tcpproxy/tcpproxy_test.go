@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/internal/tcpproxy"
-	"github.com/idmint/idmint/internal/testserver"
+	"github.com/idmint/idmint/testkit/tcpproxy"
+	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // echo starts a line echo server and returns its address.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idmint/idmint/internal/idtest"
+	"github.com/idmint/idmint/testkit/idtest"
 )
 
 var (
