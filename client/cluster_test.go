@@ -4,82 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/servenode"
 	"github.com/idmint/idmint/testkit/testserver"
 )
 
 // node is one real `idmint serve` process on fixed ports, so the client
 // finds it again after a restart.
-type node struct {
-	name, bin, cfg, data string
-	port                 int
-	grpcPort             int // 0: no gRPC listener
-	cmd                  *exec.Cmd
-	done                 chan struct{}
-	log                  *os.File
-}
+type node = servenode.Node
 
 // freeTCPPort is a port for a node that the test restarts on it.
 func freeTCPPort(t testing.TB) int { return testserver.FreePort(t) }
-
-func (n *node) url() string { return "http://127.0.0.1:" + strconv.Itoa(n.port) }
-
-// start runs the process and waits until it answers /healthz.
-func (n *node) start(t testing.TB) {
-	t.Helper()
-	args := []string{"serve", "--config", n.cfg, "--data", n.data, "--listen", "127.0.0.1:" + strconv.Itoa(n.port)}
-	if n.grpcPort != 0 {
-		args = append(args, "--grpc-listen", "127.0.0.1:"+strconv.Itoa(n.grpcPort))
-	}
-	n.cmd = exec.Command(n.bin, args...)
-	n.cmd.Env = append(os.Environ(), "IDMINT_CONFIG=")
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	n.done = done
-	cmd := n.cmd
-	go func() { cmd.Wait(); close(done) }()
-	hc := &http.Client{Timeout: time.Second}
-	testserver.Eventually(t, n.name+" to answer /readyz", 60*time.Second, func() bool {
-		resp, err := hc.Get(n.url() + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-}
-
-func (n *node) signal(t testing.TB, s syscall.Signal) {
-	t.Helper()
-	if err := n.cmd.Process.Signal(s); err != nil {
-		t.Fatalf("%s: signal %v: %v", n.name, s, err)
-	}
-}
-
-func (n *node) kill(t testing.TB) {
-	t.Helper()
-	n.signal(t, syscall.SIGKILL)
-	select {
-	case <-n.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit after kill -9", n.name)
-	}
-}
 
 // TestCluster runs three `idmint serve` processes sharing one PostgreSQL
 // segment store and one etcd worker registry. 16 goroutines draw IDs of a
@@ -98,7 +41,7 @@ func TestCluster(t *testing.T) {
 		total = 1_000_000
 	}
 	dir := t.TempDir()
-	bin := buildIdmint(t, dir)
+	bin := servenode.Build(t, dir)
 	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  flake:\n    strategy: snowflake\n",
 		etcd, testserver.Prefix(t), pg)
@@ -112,15 +55,15 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &node{name: fmt.Sprintf("n%d", i), bin: bin, cfg: cfg, data: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: freeTCPPort(t), log: lf}
+		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: freeTCPPort(t), Log: lf}
 		nodes[i] = n
-		t.Cleanup(func() { n.cleanup(t) })
-		urls = append(urls, n.url())
+		t.Cleanup(func() { n.Cleanup(t) })
+		urls = append(urls, n.URL())
 	}
 	// Start them concurrently: each waits for etcd and PostgreSQL.
 	var swg sync.WaitGroup
 	for _, n := range nodes {
-		swg.Go(func() { n.start(t) })
+		swg.Go(func() { n.Start(t) })
 	}
 	swg.Wait()
 	if t.Failed() {
@@ -200,17 +143,17 @@ func TestCluster(t *testing.T) {
 	}
 	var beforeBack [3]int64
 	waitDrawn(boundary(0))
-	nodes[0].kill(t) // 1. kill -9
+	nodes[0].Kill(t) // 1. kill -9
 	t.Logf("n0 killed after %d IDs", drawn.Load())
 	close(gates[0])
 	waitDrawn(boundary(1))
-	nodes[1].signal(t, syscall.SIGSTOP) // 2. SIGSTOP
+	nodes[1].Signal(t, syscall.SIGSTOP) // 2. SIGSTOP
 	t.Logf("n1 stopped after %d IDs", drawn.Load())
 	close(gates[1])
 	waitDrawn(boundary(2))
 	// 3. both come back: n0 restarted on its data, n1 continued.
-	nodes[1].signal(t, syscall.SIGCONT)
-	nodes[0].start(t)
+	nodes[1].Signal(t, syscall.SIGCONT)
+	nodes[0].Start(t)
 	for i, e := range c.Stats().Endpoints {
 		beforeBack[i] = e.Requests
 	}
@@ -246,7 +189,7 @@ func TestCluster(t *testing.T) {
 
 	// All nodes down: serve what is held, then a clear error in time.
 	for _, n := range nodes {
-		n.kill(t)
+		n.Kill(t)
 	}
 	// A refill a node answered before it died may still be on its way in:
 	// only once none is in flight is what the client holds all it will get
@@ -276,7 +219,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("all down: %d held IDs served, then: %v", held, err)
 	for _, n := range nodes {
-		swg.Go(func() { n.start(t) })
+		swg.Go(func() { n.Start(t) })
 	}
 	swg.Wait()
 	var after []int64
@@ -301,34 +244,4 @@ func TestCluster(t *testing.T) {
 		all = append(all, id)
 	}
 	checkDraws(t, [][]int64{all}, nil)
-}
-
-// cleanup kills the node if it runs (continuing it first if stopped),
-// closes its log, and shows the log's end when the test failed.
-func (n *node) cleanup(t testing.TB) {
-	if n.cmd != nil && n.cmd.ProcessState == nil {
-		n.cmd.Process.Signal(syscall.SIGCONT)
-		n.cmd.Process.Kill()
-		<-n.done
-	}
-	n.log.Close()
-	if t.Failed() {
-		b, _ := os.ReadFile(n.log.Name())
-		t.Logf("log of %s (last 3000 bytes):\n%s", n.name, b[max(0, len(b)-3000):])
-	}
-}
-
-// buildIdmint builds cmd/idmint into dir as the other tests build it (so
-// the build cache serves them all), or returns IDMINT_CLIENT_BIN when set
-// (a given build: a build of the tree takes a minute on a loaded machine).
-func buildIdmint(t testing.TB, dir string) string {
-	t.Helper()
-	if bin := os.Getenv("IDMINT_CLIENT_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(dir, "idmint")
-	if out, err := idtest.BuildCommand(bin).CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/idmint: %v\n%s", err, out)
-	}
-	return bin
 }

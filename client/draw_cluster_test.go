@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/testkit/servenode"
 	"github.com/idmint/idmint/testkit/testserver"
 )
 
@@ -189,7 +190,7 @@ func startSegmentNodes(t *testing.T) []*node {
 	// IDMINT_CLIENT_BIN names an idmint binary to run instead of
 	// building cmd/idmint (a build of the tree as it is takes a minute
 	// on a loaded machine).
-	bin := buildIdmint(t, dir)
+	bin := servenode.Build(t, dir)
 	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n",
 		etcd, testserver.Prefix(t), pg)
@@ -202,13 +203,13 @@ func startSegmentNodes(t *testing.T) []*node {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &node{name: fmt.Sprintf("n%d", i), bin: bin, cfg: cfg, data: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: freeTCPPort(t), log: lf}
+		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: freeTCPPort(t), Log: lf}
 		nodes[i] = n
-		t.Cleanup(func() { n.cleanup(t) })
+		t.Cleanup(func() { n.Cleanup(t) })
 	}
 	var wg sync.WaitGroup
 	for _, n := range nodes {
-		wg.Go(func() { n.start(t) })
+		wg.Go(func() { n.Start(t) })
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -370,14 +371,14 @@ func TestClusterDraw(t *testing.T) {
 	}
 	d, strict := drawDuration(t)
 	nodes := startSegmentNodes(t)
-	urls := []string{nodes[0].url(), nodes[1].url(), nodes[2].url()}
+	urls := []string{nodes[0].URL(), nodes[1].URL(), nodes[2].URL()}
 
 	full := newClient(t, urls, Options{Timeout: 4 * time.Second, MaxBackoff: time.Second})
 	// The client's first calls learn the key and fill the buffer: not
 	// part of either phase.
 	draw(t, full, time.Second, 0, nil)
 	r := draw(t, full, d, 0, func() {
-		nodes[0].kill(t)
+		nodes[0].Kill(t)
 		t.Logf("full draw: n0 killed (kill -9)")
 	})
 	st := keyStats(full, "order")
@@ -387,13 +388,13 @@ func TestClusterDraw(t *testing.T) {
 		t.Errorf("full draw through kill -9: %d calls failed at Timeout 4s; first: %v", r.errs, r.first)
 	}
 	full.Close()
-	nodes[0].start(t)
+	nodes[0].Start(t)
 
 	half := r.rate() / 2
 	c := newClient(t, urls, Options{Timeout: 4 * time.Second, MaxBackoff: time.Second})
 	draw(t, c, 2*time.Second, half, nil) // warm up: learn the key and the rate
 	r = draw(t, c, d, half, func() {
-		nodes[1].kill(t)
+		nodes[1].Kill(t)
 		t.Logf("half draw: n1 killed (kill -9)")
 	})
 	st = keyStats(c, "order")

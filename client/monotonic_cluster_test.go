@@ -14,6 +14,7 @@ import (
 
 	"github.com/idmint/idmint/internal/hdr"
 	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/servenode"
 	"github.com/idmint/idmint/testkit/testserver"
 )
 
@@ -36,7 +37,7 @@ func startMonoCluster(t testing.TB) *monoCluster {
 	t.Helper()
 	etcd := testserver.Addr(t, testserver.Etcd)
 	dir := t.TempDir()
-	bin := buildIdmint(t, dir)
+	bin := servenode.Build(t, dir)
 	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nkeys:\n  seq:\n    strategy: monotonic\n    options:\n      ttl: \"%d\"\n",
 		etcd, testserver.Prefix(t), int(monoTTL/time.Second))
@@ -49,31 +50,21 @@ func startMonoCluster(t testing.TB) *monoCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &node{name: fmt.Sprintf("n%d", i), bin: bin, cfg: cfg, data: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: freeTCPPort(t), grpcPort: freeTCPPort(t), log: lf}
+		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: freeTCPPort(t), GRPC: freeTCPPort(t), Log: lf}
 		mc.nodes = append(mc.nodes, n)
-		mc.urls = append(mc.urls, n.url())
-		mc.grpcURLs = append(mc.grpcURLs, fmt.Sprintf("grpc://127.0.0.1:%d", n.grpcPort))
-		t.Cleanup(func() { n.cleanup(t) })
+		mc.urls = append(mc.urls, n.URL())
+		mc.grpcURLs = append(mc.grpcURLs, fmt.Sprintf("grpc://127.0.0.1:%d", n.GRPC))
+		t.Cleanup(func() { n.Cleanup(t) })
 	}
 	var wg sync.WaitGroup
 	for _, n := range mc.nodes {
-		wg.Go(func() { n.start(t) })
+		wg.Go(func() { n.Start(t) })
 	}
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
 	return mc
-}
-
-// exited reports whether n's process has exited.
-func (n *node) exited() bool {
-	select {
-	case <-n.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // leader waits until exactly one node other than not (and not down) says
@@ -84,11 +75,11 @@ func (mc *monoCluster) leader(t testing.TB, why string, not ...*node) *node {
 	testserver.Eventually(t, why+": one proven leader", monoWait, func() bool {
 		l = nil
 		for _, n := range mc.nodes {
-			skip := n.exited()
+			skip := n.Exited()
 			for _, x := range not {
 				skip = skip || x == n
 			}
-			if skip || !idtest.MonotonicLeader(n.url(), "seq") {
+			if skip || !idtest.MonotonicLeader(n.URL(), "seq") {
 				continue
 			}
 			if l != nil {
@@ -184,20 +175,20 @@ func TestMonotonicClusterClientLinearizable(t *testing.T) {
 	more(10_000, "warm-up")
 
 	l := mc.leader(t, "before kill -9")
-	l.kill(t)
+	l.Kill(t)
 	killed := h.now()
-	t.Logf("%v: leader %s killed after %d calls", killed, l.name, answered())
+	t.Logf("%v: leader %s killed after %d calls", killed, l.Name, answered())
 	more(10_000, "after kill -9 of the leader")
-	l.start(t)
+	l.Start(t)
 	more(10_000, "killed leader restarted")
 
 	l = mc.leader(t, "before SIGSTOP")
-	l.signal(t, syscall.SIGSTOP)
-	t.Logf("%v: leader %s stopped after %d calls", h.now(), l.name, answered())
+	l.Signal(t, syscall.SIGSTOP)
+	t.Logf("%v: leader %s stopped after %d calls", h.now(), l.Name, answered())
 	mc.leader(t, "while the old leader is stopped", l)
 	more(10_000, "new leader while the old one is stopped")
-	l.signal(t, syscall.SIGCONT)
-	t.Logf("%v: %s continued", h.now(), l.name)
+	l.Signal(t, syscall.SIGCONT)
+	t.Logf("%v: %s continued", h.now(), l.Name)
 	more(10_000, "stopped leader continued")
 
 	close(stop)

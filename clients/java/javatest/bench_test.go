@@ -47,7 +47,7 @@ func TestJavaBench(t *testing.T) {
 	nodes := startNodes(t)
 	urls := make([]string, len(nodes))
 	for i, n := range nodes {
-		urls[i] = n.url()
+		urls[i] = n.URL()
 	}
 	out := run(java, "-cp", cp, "dev.idmint.client.Bench", "load", strings.Join(urls, ","), "order", "16", secs)
 	m := regexp.MustCompile(`RESULT capacity=(\d+) half=(\d+) halfwaits=(\d+) errors=(\d+)`).FindStringSubmatch(out)

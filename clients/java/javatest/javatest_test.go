@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/idmint/idmint/monotonic/lincheck"
 	"github.com/idmint/idmint/testkit/idtest"
+	"github.com/idmint/idmint/testkit/servenode"
 	"github.com/idmint/idmint/testkit/testserver"
 )
 
@@ -119,68 +119,7 @@ func TestJavaUnit(t *testing.T) {
 }
 
 // node is one `idmint serve` process.
-type node struct {
-	name, bin, cfg, data string
-	port                 int
-	cmd                  *exec.Cmd
-	done                 chan struct{}
-	log                  *os.File
-}
-
-func (n *node) url() string { return "http://127.0.0.1:" + strconv.Itoa(n.port) }
-
-func (n *node) start(t *testing.T) {
-	t.Helper()
-	n.cmd = exec.Command(n.bin, "serve", "--config", n.cfg, "--data", n.data, "--listen", "127.0.0.1:"+strconv.Itoa(n.port))
-	n.cmd.Env = append(os.Environ(), "IDMINT_CONFIG=")
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	n.done = done
-	cmd := n.cmd
-	go func() { cmd.Wait(); close(done) }()
-	hc := &http.Client{Timeout: time.Second}
-	testserver.Eventually(t, n.name+" to answer /readyz", 60*time.Second, func() bool {
-		resp, err := hc.Get(n.url() + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-}
-
-func (n *node) signal(t *testing.T, s syscall.Signal) {
-	t.Helper()
-	if err := n.cmd.Process.Signal(s); err != nil {
-		t.Errorf("%s: signal %v: %v", n.name, s, err)
-	}
-}
-
-func (n *node) kill(t *testing.T) {
-	t.Helper()
-	n.signal(t, syscall.SIGKILL)
-	select {
-	case <-n.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit after kill -9", n.name)
-	}
-}
-
-func (n *node) cleanup(t *testing.T) {
-	if n.cmd != nil && n.cmd.ProcessState == nil {
-		n.cmd.Process.Signal(syscall.SIGCONT)
-		n.cmd.Process.Kill()
-		<-n.done
-	}
-	n.log.Close()
-	if t.Failed() {
-		b, _ := os.ReadFile(n.log.Name())
-		t.Logf("log of %s (last 3000 bytes):\n%s", n.name, b[max(0, len(b)-3000):])
-	}
-}
+type node = servenode.Node
 
 // startNodes builds cmd/idmint (or takes IDMINT_CLIENT_BIN) and runs
 // three `idmint serve` sharing one PostgreSQL segment store (key order,
@@ -190,13 +129,7 @@ func startNodes(t *testing.T) []*node {
 	etcd := testserver.Addr(t, testserver.Etcd)
 	pg := testserver.Database(t, testserver.Postgres)
 	dir := t.TempDir()
-	bin := os.Getenv("IDMINT_CLIENT_BIN")
-	if bin == "" {
-		bin = filepath.Join(dir, "idmint")
-		if out, err := idtest.BuildCommand(bin).CombinedOutput(); err != nil {
-			t.Fatalf("go build cmd/idmint: %v\n%s", err, out)
-		}
-	}
+	bin := servenode.Build(t, dir)
 	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/java_%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  flake:\n    strategy: snowflake\n  uid:\n    strategy: uuid\n  seq:\n    strategy: monotonic\n    options:\n      ttl: \"2\"\n",
 		etcd, testserver.Prefix(t), pg)
@@ -209,13 +142,13 @@ func startNodes(t *testing.T) []*node {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &node{name: fmt.Sprintf("n%d", i), bin: bin, cfg: cfg, data: filepath.Join(dir, fmt.Sprintf("n%d", i)), port: testserver.FreePort(t), log: lf}
+		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: testserver.FreePort(t), Log: lf}
 		nodes[i] = n
-		t.Cleanup(func() { n.cleanup(t) })
+		t.Cleanup(func() { n.Cleanup(t) })
 	}
 	var wg sync.WaitGroup
 	for _, n := range nodes {
-		wg.Go(func() { n.start(t) })
+		wg.Go(func() { n.Start(t) })
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -232,7 +165,7 @@ func leaderOf(t *testing.T, nodes []*node, not *node) *node {
 	testserver.Eventually(t, "one leader of seq", 60*time.Second, func() bool {
 		l = nil
 		for _, n := range nodes {
-			if n == not || !idtest.MonotonicLeader(n.url(), "seq") {
+			if n == not || !idtest.MonotonicLeader(n.URL(), "seq") {
 				continue
 			}
 			if l != nil {
@@ -261,7 +194,7 @@ func TestJavaCluster(t *testing.T) {
 	segOut, monoOut := filepath.Join(out, "segment.bin"), filepath.Join(out, "mono.bin")
 	urls := make([]string, len(nodes))
 	for i, n := range nodes {
-		urls[i] = n.url()
+		urls[i] = n.URL()
 	}
 	const seconds = 14
 	cp := filepath.Join(build, "classes") + string(os.PathListSeparator) + filepath.Join(build, "test-classes")
@@ -316,26 +249,26 @@ func TestJavaCluster(t *testing.T) {
 
 	at(3 * time.Second)
 	killed := leaderOf(t, nodes, nil)
-	t.Logf("%v: kill -9 %s, the leader of seq", time.Since(start).Round(time.Millisecond), killed.name)
-	killed.kill(t)
+	t.Logf("%v: kill -9 %s, the leader of seq", time.Since(start).Round(time.Millisecond), killed.Name)
+	killed.Kill(t)
 	at(5 * time.Second)
 	var stopped *node
 	for _, n := range nodes {
-		if n != killed && idtest.MonotonicLeader(n.url(), "seq") {
+		if n != killed && idtest.MonotonicLeader(n.URL(), "seq") {
 			stopped = n // the new leader, when there is one yet
 		}
 	}
 	if stopped == nil {
 		stopped = nodes[(slices.Index(nodes, killed)+1)%len(nodes)]
 	}
-	t.Logf("%v: SIGSTOP %s", time.Since(start).Round(time.Millisecond), stopped.name)
-	stopped.signal(t, syscall.SIGSTOP)
+	t.Logf("%v: SIGSTOP %s", time.Since(start).Round(time.Millisecond), stopped.Name)
+	stopped.Signal(t, syscall.SIGSTOP)
 	at(7 * time.Second)
-	t.Logf("%v: restart %s on its data", time.Since(start).Round(time.Millisecond), killed.name)
-	killed.start(t)
+	t.Logf("%v: restart %s on its data", time.Since(start).Round(time.Millisecond), killed.Name)
+	killed.Start(t)
 	at(9 * time.Second)
-	t.Logf("%v: SIGCONT %s", time.Since(start).Round(time.Millisecond), stopped.name)
-	stopped.signal(t, syscall.SIGCONT)
+	t.Logf("%v: SIGCONT %s", time.Since(start).Round(time.Millisecond), stopped.Name)
+	stopped.Signal(t, syscall.SIGCONT)
 
 	result := waitFor("RESULT", 120*time.Second)
 	if err := cmd.Wait(); err != nil {
