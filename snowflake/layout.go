@@ -445,6 +445,20 @@ func Compose(l Layout, p Parts) (int64, error) {
 	return l.tickOf(p.Time)<<l.timeShift | node | p.Sequence<<l.seqShift, nil
 }
 
+// LeastID is the smallest ID of layout l stamped at or after t: the tick t
+// falls in, every other field 0. Before the epoch it is 0; at or past the
+// layout's end, the largest ID the layout holds plus one would not fit, so
+// it is math.MaxInt64.
+func LeastID(l Layout, t time.Time) int64 {
+	if t.Before(l.epoch) {
+		return 0
+	}
+	if !t.Before(l.End()) {
+		return math.MaxInt64
+	}
+	return l.tickOf(t) << l.timeShift
+}
+
 // nodeBits validates node values against l's node fields and returns them
 // placed in position. With requireAll, every node field must be present.
 func (l Layout) nodeBits(node map[string]int64, requireAll bool) (int64, error) {

@@ -40,6 +40,7 @@ type snowflakeOptions struct {
 	node        map[string]int64 // the other node fields' values
 	nodeKey     []string         // "field=value" of each, in layout order
 	workerLimit int64
+	floor       int64 // options.floor: every ID issued is above it; -1: none
 }
 
 func resolveLayout(cfg *server.Config, name string) (snowflake.Layout, error) {
@@ -86,8 +87,18 @@ func parseSnowflake(k server.KeyConfig, cfg *server.Config) (snowflakeOptions, [
 		return o, []server.Problem{{Field: "layout", Value: l.String(), Message: "layout has no node field a worker lease can fill (needs one named worker, or exactly one)"}}
 	}
 	o = snowflakeOptions{layout: l, layoutName: cmp.Or(k.Layout, DefaultLayout), worker: wf, node: map[string]int64{}}
-	allowed := []string{"worker_limit"}
+	allowed := []string{"worker_limit", "floor"}
 	var ps []server.Problem
+	floor, err := keyFloor(k)
+	if err != nil {
+		ps = append(ps, server.Problem{Field: "options.floor", Value: strconv.QuoteToASCII(k.Options["floor"]), Message: err.Error()})
+	} else if floor >= 0 {
+		if _, err := snowflake.Decode(l, floor); err != nil {
+			ps = append(ps, server.Problem{Field: "options.floor", Value: strconv.FormatInt(floor, 10),
+				Message: fmt.Sprintf("is wider than layout %s's %d bits: no ID of this layout is above it", l.Name(), l.Bits())})
+		}
+	}
+	o.floor = floor
 	for _, f := range l.NodeFields() {
 		if f.Name == wf {
 			continue
@@ -227,7 +238,18 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 		return nil, err
 	}
 	r := res.(*nodeResource)
-	return &snowflakeKey{n: r.n, res: r, layout: l, worker: wf, clk: env.Clock}, nil
+	if o.floor >= 0 {
+		// The layout's IDs from now on start at the current tick: above the
+		// floor once its tick has passed on this clock. Every ID is checked
+		// as well, so a clock set back later cannot issue below it.
+		least := snowflake.LeastID(l, env.Clock.Now())
+		if least <= o.floor {
+			p, _ := snowflake.Decode(l, o.floor)
+			return nil, fmt.Errorf("key %q: options.floor %d is stamped %s, not yet past on this clock (%s): its IDs would start at %d, below the floor; use a layout whose IDs at this time are above it (a later epoch, more time bits), or start the key after that time",
+				name, o.floor, p.Time.Format(time.RFC3339), env.Clock.Now().UTC().Format(time.RFC3339), least)
+		}
+	}
+	return &snowflakeKey{n: r.n, res: r, layout: l, worker: wf, clk: env.Clock, floor: o.floor}, nil
 }
 
 // snowflakeKey serves one key from a node shared by every key of its
@@ -240,6 +262,7 @@ type snowflakeKey struct {
 	clk    clock.Clock
 
 	rollbacks atomic.Int64 // requests refused with snowflake.ErrClockBehind
+	floor     int64        // options.floor; -1: none
 }
 
 func (k *snowflakeKey) NextInt64s(ctx context.Context, dst []int64) error {
@@ -248,6 +271,13 @@ func (k *snowflakeKey) NextInt64s(ctx context.Context, dst []int64) error {
 			k.rollbacks.Add(1)
 		}
 		return snowflakeErr(err)
+	}
+	if k.floor >= 0 {
+		for _, id := range dst {
+			if id <= k.floor {
+				return &retryable{fmt.Errorf("snowflake: ID %d is not above the key's floor %d: the clock is behind the floor's time", id, k.floor), time.Second}
+			}
+		}
 	}
 	return nil
 }

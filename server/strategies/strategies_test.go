@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
@@ -26,6 +27,22 @@ var surfaces = []server.NewSurface{leaf.New, admin.New, dashboard.New, grpcapi.N
 
 func newServer(t testing.TB, keys map[string]server.KeyConfig) (*server.Server, http.Handler) {
 	t.Helper()
+	return newServerClock(t, keys, nil)
+}
+
+// newServerClock is newServer on the given clock (nil: the real one).
+func newServerClock(t testing.TB, keys map[string]server.KeyConfig, clk clock.Clock) (*server.Server, http.Handler) {
+	t.Helper()
+	s, err := newServerErr(t, keys, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, s.Handler()
+}
+
+// newServerErr builds newServer's server and returns New's error.
+func newServerErr(t testing.TB, keys map[string]server.KeyConfig, clk clock.Clock) (*server.Server, error) {
+	t.Helper()
 	reg := server.NewRegistry()
 	if err := Register(reg); err != nil {
 		t.Fatal(err)
@@ -36,13 +53,13 @@ func newServer(t testing.TB, keys map[string]server.KeyConfig) (*server.Server, 
 		Layouts: map[string]string{"mine": "time=41:1ms,dc=3,worker=7,seq=12,epoch=2024-01-01"},
 		Keys:    keys}
 	cfg.SetDefaults()
-	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces,
+	s, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg, Surfaces: surfaces, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
-	return s, s.Handler()
+	return s, nil
 }
 
 func get(t testing.TB, h http.Handler, method, target, body string) (int, string) {
