@@ -69,7 +69,9 @@ func examples(t *testing.T) []example {
 }
 
 var (
-	numRE     = regexp.MustCompile(`[0-9a-fA-F]*[0-9][0-9a-fA-F]*`)
+	// A number, or a hex group without a digit: a random UUID group such
+	// as "bbcb" (about one in 50 four-digit groups) is a number too.
+	numRE     = regexp.MustCompile(`[0-9a-fA-F]*[0-9][0-9a-fA-F]*|\b[a-fA-F]{4,}\b`)
 	spaceRE   = regexp.MustCompile(`\s+`)
 	commentRE = regexp.MustCompile(`\s{2,}# .*$`)
 )
@@ -213,6 +215,7 @@ func TestMatchShape(t *testing.T) {
 		{"ab...", "abc def", true},
 		{`{"first":"4"}     # comment`, `{"first":"9"}`, true},
 		{"01a22fc5-5417-7355", "0193ffe1-0000-7aaa", true},
+		{"01a24eca-2d27-7285-8d7a-1773f6719266", "01a24eca-2d27-7285-bbcb-1773f6719266", true},
 	} {
 		if got := match(strings.Split(c.want, "\n"), strings.Split(c.got, "\n")); got != c.ok {
 			t.Errorf("match(%q, %q) = %v, want %v", c.want, c.got, got, c.ok)
