@@ -32,9 +32,6 @@ const healthCheckTimeout = 2 * time.Second
 const healthWatchEvery = time.Second
 
 func (h *grpcHealth) status(ctx context.Context) healthpb.HealthCheckResponse_ServingStatus {
-	if h.s.Draining() {
-		return healthpb.HealthCheckResponse_NOT_SERVING
-	}
 	ctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
 	defer cancel()
 	if h.s.readyErr(ctx) != nil {

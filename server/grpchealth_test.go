@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,8 +98,11 @@ func TestGRPCHealth(t *testing.T) {
 	if st := check(""); st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("draining: %v", st)
 	}
-	if w := do(f.h, req{target: "/readyz"}); w.Code != 503 {
-		t.Fatalf("/readyz while draining: %d", w.Code)
+	if w := do(f.h, req{target: "/readyz"}); w.Code != 503 || !strings.Contains(w.Body.String(), "draining") {
+		t.Fatalf("/readyz while draining: %d %s", w.Code, w.Body)
+	}
+	if w := do(f.h, req{target: "/metrics"}); !strings.Contains(w.Body.String(), "idmint_ready 0") {
+		t.Fatal("idmint_ready is not 0 while draining")
 	}
 	f.s.draining.Store(false)
 	if err := f.s.Close(context.Background()); err != nil {

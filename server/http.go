@@ -537,14 +537,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !s.MethodOK(w, r, http.MethodGet) {
 		return
 	}
-	if s.draining.Load() {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	err := s.readyErr(ctx)
+	if errors.Is(err, errDraining) {
 		s.writeDraining(w)
 		s.metrics.observe(routeReady, http.StatusServiceUnavailable, 0)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := s.readyErr(ctx); err != nil {
+	if err != nil {
 		// The answer names no path, URL or address (WriteError scrubs a
 		// 503); the log has the whole cause, at most every
 		// RefusalLogEvery.

@@ -291,11 +291,18 @@ func (s *Server) Lookup(name string) *Key { return (*s.keys.Load())[name] }
 // Keys returns the names of the keys served.
 func (s *Server) Keys() []string { return sortedKeys(s.Table()) }
 
+// errDraining is readyErr's answer from the start of the drain on.
+var errDraining = errors.New("draining: this node is shutting down")
+
 // readyErr returns nil when every issuer and shared resource that can tell
-// says it is ready.
+// says it is ready, and the node is not draining: the one answer /readyz,
+// gRPC health and the idmint_ready metric all give.
 func (s *Server) readyErr(ctx context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if s.draining.Load() {
+		return errDraining
 	}
 	if ctx == nil {
 		ctx = context.Background()
