@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,32 +40,12 @@ func TestCluster(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := servenode.Build(t, dir)
-	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  flake:\n    strategy: snowflake\n",
 		etcd, testserver.Prefix(t), pg)
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]*node, 3)
+	nodes := servenode.StartN(t, bin, dir, yaml, 3, false)
 	var urls []string
-	for i := range nodes {
-		lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: freeTCPPort(t), Log: lf}
-		nodes[i] = n
-		t.Cleanup(func() { n.Cleanup(t) })
-		urls = append(urls, n.URL())
-	}
-	// Start them concurrently: each waits for etcd and PostgreSQL.
-	var swg sync.WaitGroup
 	for _, n := range nodes {
-		swg.Go(func() { n.Start(t) })
-	}
-	swg.Wait()
-	if t.Failed() {
-		return
+		urls = append(urls, n.URL())
 	}
 
 	var log refillLog
@@ -218,6 +196,7 @@ func TestCluster(t *testing.T) {
 		t.Errorf("Next returned %v after its 1 s deadline", took)
 	}
 	t.Logf("all down: %d held IDs served, then: %v", held, err)
+	var swg sync.WaitGroup
 	for _, n := range nodes {
 		swg.Go(func() { n.Start(t) })
 	}

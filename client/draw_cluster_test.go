@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,31 +190,9 @@ func startSegmentNodes(t *testing.T) []*node {
 	// building cmd/idmint (a build of the tree as it is takes a minute
 	// on a loaded machine).
 	bin := servenode.Build(t, dir)
-	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n",
 		etcd, testserver.Prefix(t), pg)
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]*node, 3)
-	for i := range nodes {
-		lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: freeTCPPort(t), Log: lf}
-		nodes[i] = n
-		t.Cleanup(func() { n.Cleanup(t) })
-	}
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() { n.Start(t) })
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	return nodes
+	return servenode.StartN(t, bin, dir, yaml, 3, false)
 }
 
 // drawResult is what one phase of TestClusterDraw measured.

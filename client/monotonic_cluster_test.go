@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -38,31 +36,12 @@ func startMonoCluster(t testing.TB) *monoCluster {
 	etcd := testserver.Addr(t, testserver.Etcd)
 	dir := t.TempDir()
 	bin := servenode.Build(t, dir)
-	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/%s?ttl=3s\nkeys:\n  seq:\n    strategy: monotonic\n    options:\n      ttl: \"%d\"\n",
 		etcd, testserver.Prefix(t), int(monoTTL/time.Second))
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mc := &monoCluster{}
-	for i := range 3 {
-		lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: freeTCPPort(t), GRPC: freeTCPPort(t), Log: lf}
-		mc.nodes = append(mc.nodes, n)
+	mc := &monoCluster{nodes: servenode.StartN(t, bin, dir, yaml, 3, true)}
+	for _, n := range mc.nodes {
 		mc.urls = append(mc.urls, n.URL())
 		mc.grpcURLs = append(mc.grpcURLs, fmt.Sprintf("grpc://127.0.0.1:%d", n.GRPC))
-		t.Cleanup(func() { n.Cleanup(t) })
-	}
-	var wg sync.WaitGroup
-	for _, n := range mc.nodes {
-		wg.Go(func() { n.Start(t) })
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
 	}
 	return mc
 }

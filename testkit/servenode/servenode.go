@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -123,4 +124,40 @@ func Build(t testing.TB, dir string) string {
 		t.Fatalf("go build cmd/idmint: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// StartN writes config to dir/idmint.yaml and starts n nodes on it at once
+// (each waits for the servers the config names), each with its own data
+// directory and log in dir and a free port (and a gRPC port when grpc is
+// set); they are cleaned up when the test ends. A node that does not
+// become ready ends the test.
+func StartN(t testing.TB, bin, dir, config string, n int, grpc bool) []*Node {
+	t.Helper()
+	cfg := filepath.Join(dir, "idmint.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		name := "n" + strconv.Itoa(i)
+		lf, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := &Node{Name: name, Bin: bin, Config: cfg, Data: filepath.Join(dir, name), Port: testserver.FreePort(t), Log: lf}
+		if grpc {
+			nd.GRPC = testserver.FreePort(t)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() { nd.Cleanup(t) })
+	}
+	var wg sync.WaitGroup
+	for _, nd := range nodes {
+		wg.Go(func() { nd.Start(t) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return nodes
 }

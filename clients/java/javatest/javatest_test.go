@@ -130,31 +130,9 @@ func startNodes(t *testing.T) []*node {
 	pg := testserver.Database(t, testserver.Postgres)
 	dir := t.TempDir()
 	bin := servenode.Build(t, dir)
-	cfg := filepath.Join(dir, "idmint.yaml")
 	yaml := fmt.Sprintf("coordinator: etcd://%s/java_%s?ttl=3s\nstores:\n  default: %s\nkeys:\n  order:\n    strategy: segment\n    step: 20000\n  flake:\n    strategy: snowflake\n  uid:\n    strategy: uuid\n  seq:\n    strategy: monotonic\n    options:\n      ttl: \"2\"\n",
 		etcd, testserver.Prefix(t), pg)
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]*node, 3)
-	for i := range nodes {
-		lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{Name: fmt.Sprintf("n%d", i), Bin: bin, Config: cfg, Data: filepath.Join(dir, fmt.Sprintf("n%d", i)), Port: testserver.FreePort(t), Log: lf}
-		nodes[i] = n
-		t.Cleanup(func() { n.Cleanup(t) })
-	}
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() { n.Start(t) })
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	return nodes
+	return servenode.StartN(t, bin, dir, yaml, 3, false)
 }
 
 // leaderOf waits until exactly one running node other than not says it
