@@ -11,6 +11,7 @@ import (
 
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
+	"github.com/idmint/idmint/sqldb"
 	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/idmint/idmint/witness"
 )
@@ -93,7 +94,9 @@ func TestMigrateFloor(t *testing.T) {
 			// witness holds the floor and then the leased ranges.
 			forget := func() {
 				t.Helper()
-				sq, err := sql.Open("sqlite", filepath.Join(dir, "segments.db"))
+				// sqldb waits out another connection's lock (busy_timeout),
+				// as the store's own connections do.
+				sq, err := sqldb.Open(ctx, store)
 				if err != nil {
 					t.Fatal(err)
 				}
