@@ -18,32 +18,36 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 )
 
 func main() {
-	out := flag.String("o", "", "write the dashboard to this file instead of stdout")
-	flag.Parse()
-	if err := run(*out, os.Stdout); err != nil {
+	if err := parseAndRun(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
+		os.Exit(2)
 	}
 }
 
-func run(out string, stdout io.Writer) error {
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (the only flag is -o FILE)", flag.Arg(0))
+// parseAndRun takes the command line (program name first) and writes the
+// dashboard to -o FILE, or to stdout.
+func parseAndRun(args []string) error {
+	fl := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	out := fl.String("o", "", "write the dashboard to this file instead of stdout")
+	if err := fl.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (the only flag is -o FILE)", fl.Arg(0))
 	}
 	b, err := render()
 	if err != nil {
 		return err
 	}
-	if out == "" {
-		_, err = stdout.Write(b)
+	if *out == "" {
+		_, err = os.Stdout.Write(b)
 		return err
 	}
-	return os.WriteFile(out, b, 0o644)
+	return os.WriteFile(*out, b, 0o644)
 }
 
 // render is the dashboard's JSON as committed: two-space indents, a final
