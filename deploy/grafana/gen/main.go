@@ -287,6 +287,7 @@ func dashboard() *Dashboard {
 func variables() []Variable {
 	labels := func(name, label, desc, query string) Variable {
 		return Variable{
+			Current:    Current{Text: []string{"All"}, Value: []string{"$__all"}},
 			Datasource: prometheus, Definition: query, Description: desc,
 			IncludeAll: true, AllValue: ".*", Label: label, Multi: true, Name: name, Options: []struct{}{},
 			Query:   VariableQuery{QryType: 1, Query: query, RefID: "PrometheusVariableQueryEditor-VariableQuery"},
@@ -295,8 +296,9 @@ func variables() []Variable {
 		}
 	}
 	return []Variable{
-		{Description: "The Prometheus that scrapes idmint's /metrics (the admin listener, or the public one with metrics: public).",
-			Label: "Data source", Name: "datasource", Options: []struct{}{}, Query: "prometheus", Refresh: 1, Type: "datasource"},
+		{Current: Current{Text: "default", Value: "default"}, // Grafana's default data source until one is picked
+			Description: "The Prometheus that scrapes idmint's /metrics (the admin listener, or the public one with metrics: public).",
+			Label:       "Data source", Name: "datasource", Options: []struct{}{}, Query: "prometheus", Refresh: 1, Type: "datasource"},
 		labels("job", "Job", "The scrape jobs of idmint nodes.", `label_values(idmint_ready, job)`),
 		labels("instance", "Node", "The nodes (scrape targets) of the jobs selected.", `label_values(idmint_ready{job=~"$job"}, instance)`),
 		labels("key", "Key", "The keys that issued IDs on the nodes selected; panels of shared resources (worker-ID leases) ignore it.",

@@ -72,7 +72,7 @@ type Templating struct {
 // Variable is a template variable: the data source, or a query of label
 // values.
 type Variable struct {
-	Current     struct{}    `json:"current"`
+	Current     Current     `json:"current"`
 	Datasource  *Datasource `json:"datasource,omitempty"`
 	Definition  string      `json:"definition,omitempty"`
 	Description string      `json:"description"`
@@ -88,6 +88,12 @@ type Variable struct {
 	Regex       string      `json:"regex"`
 	Sort        int         `json:"sort,omitempty"`
 	Type        string      `json:"type"`
+}
+
+// Current is a variable's value when the dashboard opens.
+type Current struct {
+	Text  any `json:"text"`  // a string, or a list with multi
+	Value any `json:"value"` // a string, or a list with multi
 }
 
 // VariableQuery is a Prometheus label-values query as Grafana's
@@ -115,7 +121,7 @@ type Panel struct {
 	GridPos         GridPos          `json:"gridPos"`
 	ID              int              `json:"id"`
 	Options         map[string]any   `json:"options,omitempty"`
-	Panels          []*Panel         `json:"panels,omitempty"` // a collapsed row's panels
+	Panels          *[]*Panel        `json:"panels,omitempty"` // a row's panels while it is collapsed
 	Targets         []Target         `json:"targets,omitempty"`
 	Title           string           `json:"title"`
 	Transformations []Transformation `json:"transformations,omitempty"`

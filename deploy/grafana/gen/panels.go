@@ -20,7 +20,7 @@ func (l *layout) row(title string) {
 	l.newline()
 	l.id++
 	collapsed := false
-	l.panels = append(l.panels, &Panel{Collapsed: &collapsed, GridPos: GridPos{H: 1, W: 24, X: 0, Y: l.y},
+	l.panels = append(l.panels, &Panel{Collapsed: &collapsed, Panels: &[]*Panel{}, GridPos: GridPos{H: 1, W: 24, X: 0, Y: l.y},
 		ID: l.id, Title: title, Type: "row"})
 	l.y++
 }
@@ -113,6 +113,7 @@ func stat(title, desc, unit string, t Thresholds, targets ...Target) *Panel {
 			"reduceOptions": map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false},
 			"colorMode":     "background", "graphMode": "area", "justifyMode": "auto",
 			"orientation": "auto", "textMode": "value_and_name", "wideLayout": true,
+			"showPercentChange": false, "percentChangeColorMode": "standard",
 		},
 	}
 }
@@ -138,7 +139,7 @@ func table(title, desc string, hide []string, rename map[string]string, targets 
 			Mappings: []any{}, Thresholds: base("green"), Unit: "",
 		}, Overrides: []any{}},
 		Options: map[string]any{
-			"cellHeight": "sm", "showHeader": true,
+			"cellHeight": "sm", "showHeader": true, "frameIndex": 0,
 			"footer": map[string]any{"show": false, "reducer": []string{"sum"}, "countRows": false, "fields": ""},
 		},
 	}
@@ -159,7 +160,7 @@ func timeline(title, desc, off, on string, target Target) *Panel {
 		}, Overrides: []any{}},
 		Options: map[string]any{
 			"mergeValues": true, "showValue": "auto", "alignValue": "left", "rowHeight": 0.9,
-			"legend":  map[string]any{"showLegend": false, "displayMode": "list", "placement": "bottom"},
+			"legend":  map[string]any{"showLegend": false, "displayMode": "list", "placement": "bottom", "calcs": []string{}},
 			"tooltip": map[string]any{"mode": "single", "sort": "none"},
 		},
 	}
