@@ -179,10 +179,13 @@ func dashboard() *Dashboard {
 		q(`idmint_lease_held{`+node+`}`, "{{instance}} {{resource}}")))
 	l.add(12, 6, table("Worker ID and lease generation per node",
 		"idmint_worker_id (-1 while none is held) and idmint_lease_generation, the fencing token: it rises with every new lease of the ID.",
-		[]string{"Time", "__name__", "job"},
+		[]string{"Time"},
 		map[string]string{"instance": "node", "Value #A": "worker ID", "Value #B": "generation"},
-		instant(`idmint_worker_id{`+node+`}`),
-		instant(`idmint_lease_generation{`+node+`}`)))
+		// Aggregated by the labels the two share, so the table's merge
+		// joins them into one row per node and resource (the series' own
+		// names differ).
+		instant(`max by (instance, resource) (idmint_worker_id{`+node+`})`),
+		instant(`max by (instance, resource) (idmint_lease_generation{`+node+`})`)))
 	l.add(8, 8, withThresholds(timeseries("Lease valid for",
 		"idmint_lease_valid_seconds: time until the lease's fence stops issuing unless a keepalive is confirmed. -1: a lease that cannot expire (file, static).",
 		"s",
