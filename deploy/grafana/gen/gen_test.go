@@ -81,6 +81,9 @@ func panels(d map[string]any) []map[string]any {
 	return out
 }
 
+// selectorRE is a series with label matchers.
+var selectorRE = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\}`)
+
 var uidRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,40}$`)
 
 // TestImportable checks what Grafana needs to import the file (its UI's
@@ -226,8 +229,19 @@ func TestPanels(t *testing.T) {
 				t.Errorf("%s: no expr", what)
 				continue
 			}
-			if _, err := parsePromQL(expr); err != nil {
+			names, err := parsePromQL(expr)
+			if err != nil {
 				t.Errorf("%s: %s\n  %v", what, expr, err)
+			}
+			// Every series follows the Job and Node variables.
+			sel := 0
+			for _, m := range selectorRE.FindAllString(expr, -1) {
+				if strings.Contains(m, `job=~"$job"`) && strings.Contains(m, `instance=~"$instance"`) {
+					sel++
+				}
+			}
+			if sel != len(names) {
+				t.Errorf("%s: %s: %d series, %d of them selected by job and instance", what, expr, len(names), sel)
 			}
 		}
 	}
