@@ -126,6 +126,27 @@ func dashboard() *Dashboard {
 		q(`histogram_quantile(0.99, sum by (le) (rate(idmint_http_request_duration_seconds_bucket{`+node+`}[$__rate_interval])))`, "p99"),
 		q(`histogram_quantile(0.999, sum by (le) (rate(idmint_http_request_duration_seconds_bucket{`+node+`}[$__rate_interval])))`, "p99.9")))
 
+	l.row("Process")
+	l.add(6, 7, timeseries("CPU",
+		"process_cpu_seconds_total: CPU cores each node's process uses.",
+		"short",
+		q(`rate(process_cpu_seconds_total{`+node+`}[$__rate_interval])`, "{{instance}}")))
+	l.add(6, 7, timeseries("Memory",
+		"Resident memory of each process, the Go heap in use, and the soft memory limit the runtime keeps the heap under (memory_limit, or GOMEMLIMIT).",
+		"bytes",
+		q(`process_resident_memory_bytes{`+node+`}`, "{{instance}} resident"),
+		q(`go_memstats_heap_inuse_bytes{`+node+`}`, "{{instance}} heap in use"),
+		q(`go_gc_gomemlimit_bytes{`+node+`} < 2^62`, "{{instance}} memory limit")))
+	l.add(6, 7, timeseries("Goroutines and file descriptors",
+		"Goroutines, and open file descriptors as a share of the process's limit (connections count against it).",
+		"short",
+		q(`go_goroutines{`+node+`}`, "{{instance}} goroutines"),
+		q(`100 * process_open_fds{`+node+`} / process_max_fds{`+node+`}`, "{{instance}} % of fds open")))
+	l.add(6, 7, timeseries("Restarts",
+		"Process starts per interval (process_start_time_seconds changed): a node that restarts again and again, for example killed for memory.",
+		"short",
+		q(`changes(process_start_time_seconds{`+node+`}[$__rate_interval])`, "{{instance}}")))
+
 	l.row("Refusals")
 	l.add(8, 8, timeseries("5xx answers per second, by route",
 		"The server's refusals: 503 while a clock, a lease or a store holds a key back (with Retry-After), 500 otherwise.",
