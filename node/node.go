@@ -401,6 +401,10 @@ func (n *Node) Horizon() time.Time {
 	return time.Time{}
 }
 
+// WorkerPool returns how many worker IDs the node may take: 0..n-1, the
+// worker field's range narrowed by Config.WorkerLimit.
+func (n *Node) WorkerPool() int64 { return n.maxID + 1 }
+
 // Workers lists the worker IDs the node's coordinator knows (for
 // `idmint workers`).
 func (n *Node) Workers(ctx context.Context) ([]worker.Holder, error) {

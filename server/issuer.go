@@ -120,6 +120,11 @@ type Stat struct {
 	Help    string
 	Value   float64
 	Counter bool // a monotonically increasing count, not a gauge
+	// Volume marks a figure from which a client could work out how many
+	// IDs a key that hides its volume (order numbers) has issued, such as
+	// the share of its capacity used: /metrics leaves it out when the
+	// public listener serves /metrics (Config.MetricsPublic).
+	Volume bool
 }
 
 // StatsReporter is an issuer or shared resource with figures for /metrics:

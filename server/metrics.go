@@ -160,7 +160,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
 	descs := map[string]*prometheus.Desc{}
+	public := c.s.cfg.MetricsPublic() // a public client may read this scrape
 	emit := func(st Stat, labels []string, values ...string) {
+		if st.Volume && public {
+			return
+		}
 		name := "idmint_" + sanitizeMetricName(st.Name)
 		id := name + "|" + strings.Join(labels, ",")
 		d, ok := descs[id]

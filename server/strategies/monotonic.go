@@ -448,13 +448,19 @@ func (k *monotonicKey) Stats() []server.Stat {
 	if leader == 0 {
 		head = 0
 	}
-	return []server.Stat{
+	var runway []server.Stat
+	if k.form == monotonic.Counter && leader == 1 {
+		// The persisted bound claims every value below it; a follower
+		// knows no bound.
+		runway = counterStats(int64Ceiling, bound)
+	}
+	return append([]server.Stat{
 		{Name: "monotonic_leader", Help: "1 while this node is the proven leader of a monotonic key.", Value: leader},
 		{Name: "monotonic_bound_headroom", Help: "Persisted bound minus the last issued value (timestamp form: seconds ahead of the wall clock); 0 on followers.", Value: head},
 		{Name: "monotonic_failovers_total", Help: "Leadership terms this node won for a monotonic key.", Value: float64(st.Failovers), Counter: true},
 		{Name: "monotonic_forwarded_total", Help: "Requests this node forwarded to a monotonic key's leader.", Value: float64(st.Forwarded), Counter: true},
 		{Name: "monotonic_forwarded_served_total", Help: "Forwarded requests this node served as leader.", Value: float64(st.Served), Counter: true},
-	}
+	}, runway...)
 }
 
 // Close stops issuing and resigns leadership.

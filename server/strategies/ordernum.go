@@ -525,18 +525,23 @@ func (o *ordernumKey) Ready(ctx context.Context) error {
 	return err
 }
 
-// Stats says whether the format nears its capacity, not how much of it is
-// used: /metrics may be public, and the share used times the capacity is
-// the volume order numbers exist to hide. (idmint_ids_issued_total counts
-// a process's issues anyway; serve /metrics to trusted scrapers only.)
+// Stats says whether the format nears its capacity, and how much of it is
+// used only as a Volume stat: the share used times the capacity is the
+// volume order numbers exist to hide, so /metrics leaves it out whenever
+// the public listener serves /metrics.
 func (o *ordernumKey) Stats() []server.Stat {
-	near := 0.0
-	if last := o.last.Load(); last > 0 && o.f.NearCapacity(uint64(last)) {
-		near = 1
+	near, used := 0.0, 0.0
+	if last := o.last.Load(); last > 0 {
+		used = o.f.Usage(uint64(last))
+		if o.f.NearCapacity(uint64(last)) {
+			near = 1
+		}
 	}
 	return []server.Stat{
 		{Name: "ordernum_near_capacity", Help: "1 once an order-number key has used 80 % of its format's capacity (today's, with a date part).", Value: near},
 		{Name: "ordernum_capacity", Help: "Order numbers an order-number format can issue (per day with a date part).", Value: float64(o.f.Capacity())},
+		{Name: "ordernum_capacity_used_ratio", Help: "Share of an order-number format's capacity (today's, with a date part) used by the largest sequence number this node issued; only where /metrics is served on the admin listener alone, as it reveals the volume.",
+			Value: used, Volume: true},
 	}
 }
 

@@ -237,11 +237,15 @@ func (k *redisKey) Ready(ctx context.Context) error {
 	return k.ping.Ping(ctx).Err()
 }
 
+// Stats are the counter's persisted mark, the largest value handed out,
+// and its runway: the mark claims every value up to it, so the headroom is
+// what lies between the mark and rediscounter.MaxValue.
 func (k *redisKey) Stats() []server.Stat {
-	return []server.Stat{
-		{Name: "redis_counter_ceiling", Help: "Persisted high-water mark a redis key's counter works under.", Value: float64(k.c.Ceiling())},
+	mark := k.c.Ceiling()
+	return append([]server.Stat{
+		{Name: "redis_counter_ceiling", Help: "Persisted high-water mark a redis key's counter works under.", Value: float64(mark)},
 		{Name: "redis_counter_last", Help: "Largest value this process handed out for a redis key.", Value: float64(k.last.Load())},
-	}
+	}, counterStats(rediscounter.MaxValue, mark)...)
 }
 
 // Close closes the counter and the readiness client.

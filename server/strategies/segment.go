@@ -268,10 +268,25 @@ func (s *segmentKey) Ready(ctx context.Context) error {
 	return s.a.RowReady(ctx, s.name)
 }
 
-func (s *segmentKey) Stats() []server.Stat { return segmentStats(s.k.Stats()) }
+// Stats are the key's buffer and store figures and, once a segment was
+// leased, its runway above the largest ID claimed from the store.
+func (s *segmentKey) Stats() []server.Stat {
+	st := s.k.Stats()
+	out := segmentStats(st)
+	if st.InitOK {
+		out = append(out, counterStats(int64Ceiling, segmentClaimed(st))...)
+	}
+	return out
+}
 
-// segmentStats are a segment key's figures (also an order-number key's
-// sequence's): one Help text per metric name, as Prometheus requires.
+// segmentClaimed is the largest ID the key's buffers claimed from the
+// store (their ends are exclusive).
+func segmentClaimed(st segment.Stats) int64 {
+	return max(st.Buffers[0].Max, st.Buffers[1].Max) - 1
+}
+
+// segmentStats are a segment key's figures: one Help text per metric
+// name, as Prometheus requires.
 func segmentStats(st segment.Stats) []server.Stat {
 	return []server.Stat{
 		{Name: "segment_remaining", Help: "IDs left in a segment key's two buffers.", Value: float64(st.Remaining)},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,6 +36,8 @@ type setup struct {
 	dir    string
 	keyDir string
 	coord  string // coordinator URL; default static://7
+	admin  string // admin_listen (the server does not bind it)
+	public bool   // metrics: public
 }
 
 func serveWith(t testing.TB, keys map[string]server.KeyConfig, o setup) (*server.Server, http.Handler) {
@@ -49,7 +52,10 @@ func serveWith(t testing.TB, keys map[string]server.KeyConfig, o setup) (*server
 	if o.coord == "" {
 		o.coord = "static://7"
 	}
-	cfg := &server.Config{DataDir: o.dir, Coordinator: o.coord, Stores: map[string]string{}, Keys: keys, KeyDir: o.keyDir}
+	cfg := &server.Config{DataDir: o.dir, Coordinator: o.coord, Stores: map[string]string{}, Keys: keys, KeyDir: o.keyDir, AdminListen: o.admin}
+	if o.public {
+		cfg.Metrics = "public"
+	}
 	for n, u := range o.stores {
 		cfg.Stores[n] = u
 	}
@@ -203,6 +209,15 @@ func TestTicketServesMariaDBAndPostgres(t *testing.T) {
 	if !strings.Contains(metrics, `idmint_ticket_servers_up{key="flickr",strategy="ticket"} 2`) {
 		t.Errorf("metrics lack the servers up:\n%s", grepLines(metrics, "ticket"))
 	}
+	// The runway above the largest ID the servers gave (exact to float64's
+	// 2048 near 2^63).
+	var top int64
+	for _, id := range flickr {
+		top = max(top, id)
+	}
+	if head := mustSample(t, metrics, "idmint_counter_headroom", `key="flickr",strategy="ticket"`); head != float64(math.MaxInt64-top) {
+		t.Errorf("ticket headroom %v after ID %d, want %v", head, top, float64(math.MaxInt64-top))
+	}
 }
 
 func TestTicketChecks(t *testing.T) {
@@ -278,6 +293,12 @@ func TestRedisServes(t *testing.T) {
 	_, metrics := get(t, h, "GET", "/metrics", "")
 	if !regexp.MustCompile(`idmint_redis_counter_ceiling\{key="msg",strategy="redis"\} [1-9]`).MatchString(metrics) {
 		t.Errorf("no ceiling metric:\n%s", grepLines(metrics, "redis"))
+	}
+	// The runway: every value up to the persisted mark is claimed, and Lua
+	// counts exactly to 2^53-1 only.
+	mark := mustSample(t, metrics, "idmint_redis_counter_ceiling", `key="msg",strategy="redis"`)
+	if c, h := mustSample(t, metrics, "idmint_counter_ceiling", `key="msg",strategy="redis"`), mustSample(t, metrics, "idmint_counter_headroom", `key="msg",strategy="redis"`); c != 1<<53-1 || h != c-mark {
+		t.Errorf("redis ceiling %v headroom %v, want 2^53-1 and %v", c, h, c-mark)
 	}
 	var top int64
 	for _, v := range first {

@@ -130,12 +130,12 @@ func (r *nodeResource) Stats() []server.Stat {
 	if ok {
 		held = 1
 	}
-	return []server.Stat{
+	return append([]server.Stat{
 		{Name: "lease_held", Help: "1 while the worker-ID lease is held.", Value: held},
 		{Name: "worker_id", Help: "The worker ID held (-1 while none).", Value: map[bool]float64{true: float64(id), false: -1}[ok]},
 		{Name: "lease_generation", Help: "The generation (fencing token) of the lease held.", Value: float64(gen)},
 		{Name: "lease_valid_seconds", Help: "Seconds before the worker-ID lease's fence stops issuing unless a keepalive is confirmed; -1 for leases that cannot expire (file, static).", Value: leaseLeft(r.n)},
-	}
+	}, r.poolStats()...)
 }
 
 func leaseLeft(n *node.Node) float64 {
@@ -232,7 +232,7 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 		id, gen, _ := n.WorkerID()
 		env.Logger.Info("snowflake node ready", "layout", l.Name(), "worker", id, "generation", gen,
 			"layout_ends", l.End().Format(time.DateOnly))
-		return newNodeResource(n), nil
+		return newNodeResource(n, pooledCoordinator(coord), env.Clock, env.Logger), nil
 	})
 	if err != nil {
 		return nil, err
@@ -288,7 +288,9 @@ func (k *snowflakeKey) NextInt64s(ctx context.Context, dst []int64) error {
 // (or has recorded no horizon): a missing series, not a misleading zero.
 func (k *snowflakeKey) Stats() []server.Stat {
 	st := []server.Stat{{Name: "clock_rollback_total", Help: "Requests for a snowflake key refused because the wall clock ran behind its last ID by more than the generator waits out.",
-		Value: float64(k.rollbacks.Load()), Counter: true}}
+		Value: float64(k.rollbacks.Load()), Counter: true},
+		{Name: "layout_end_timestamp_seconds", Help: "Unix time at which a snowflake key's layout runs out (its epoch plus the time field's capacity): no ID can be issued from then on.",
+			Value: float64(k.layout.End().Unix())}}
 	if _, _, ok := k.n.WorkerID(); !ok {
 		return st
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"log/slog"
 	"time"
 
+	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/node"
 )
 
@@ -41,12 +43,21 @@ type nodeResource struct {
 	closed  bool
 	wg      sync.WaitGroup
 	warming atomic.Pointer[chan struct{}] // closed when the warm-up in flight ends
+
+	pool *workerPool // the coordinator's free worker IDs; nil: no shared pool
 }
 
-func newNodeResource(n *node.Node) *nodeResource {
+// newNodeResource keeps n warm and, when pooled, counts the coordinator's
+// free worker IDs in the background (see watchPool).
+func newNodeResource(n *node.Node, pooled bool, clk clock.Clock, log *slog.Logger) *nodeResource {
 	r := &nodeResource{n: n}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.warm()
+	if pooled {
+		r.pool = &workerPool{}
+		r.wg.Add(1)
+		go r.watchPool(clk, log)
+	}
 	return r
 }
 

@@ -227,21 +227,23 @@ func (k *ticketKey) Stats() []server.Stat {
 	st := k.t.Status()
 	up := 0
 	var back, swaps uint64
+	var highest int64
 	for _, s := range st {
 		if s.Up {
 			up++
 		}
 		back += s.WentBack
 		swaps += s.IdentityChanges
+		highest = max(highest, s.Max)
 	}
-	return []server.Stat{
+	return append([]server.Stat{
 		{Name: "ticket_servers", Help: "Ticket servers configured for a key.", Value: float64(len(st))},
 		{Name: "ticket_servers_up", Help: "Ticket servers not backing off after a failure.", Value: float64(up)},
 		{Name: "ticket_went_back_total", Help: "Times a ticket server answered below an ID it had given (a failover to a lagging replica, a restore) and was raised above the ceiling.",
 			Value: float64(back), Counter: true},
 		{Name: "ticket_server_changes_total", Help: "Times the database server behind a ticket server's URL changed identity (a failover or a restore).",
 			Value: float64(swaps), Counter: true},
-	}
+	}, counterStats(int64Ceiling, highest)...)
 }
 
 // Close closes the key's connections.
