@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
-	"log/slog"
 	"time"
 
 	"github.com/idmint/idmint/clock"
