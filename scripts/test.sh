@@ -54,9 +54,11 @@ if [ "$(id -u)" = 0 ]; then
 	need chromium "the dashboard's browser test" chromium fonts-liberation
 	# protoc, for the check that the gRPC API's generated code is fresh.
 	need protobuf-compiler "the generated-code check" protobuf-compiler
-	# promtool (Debian's prometheus package), Prometheus's own parser over
-	# the Grafana dashboard's queries (deploy/grafana/gen).
-	need promtool "the dashboard's promtool check" prometheus
+	# promtool (Debian's prometheus package): promtool check/test rules on
+	# deploy/prometheus, and Prometheus's own parser over the Grafana
+	# dashboard's queries (deploy/grafana/gen). On a machine with systemd the
+	# package also starts a Prometheus on :9090 (harmless in a container).
+	need promtool "the alert rules' and dashboard's promtool checks" prometheus
 	# The Java client (clients/java): Maven, its plugins and JUnit 5 from
 	# Debian's repository, so `mvn -o` builds it offline; its tests run from
 	# the Go package clients/java/javatest.
