@@ -1,14 +1,19 @@
 package strategies
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/snowflake"
 	"github.com/idmint/idmint/testkit/testserver"
@@ -202,5 +207,79 @@ func TestCounterStatsExact(t *testing.T) {
 		if st[0].Name != "counter_ceiling" || st[1].Name != "counter_headroom" || st[1].Value != tc.want {
 			t.Errorf("counterStats(%d, %d) = %+v, want headroom %v", tc.ceiling, tc.highest, st, tc.want)
 		}
+	}
+}
+
+// TestWorkerPoolWatch: the pool is listed at once and then every
+// poolEvery on the node's clock; a failed listing makes the count unknown
+// (no series) until one succeeds, and Close stops the watch.
+func TestWorkerPoolWatch(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var (
+		mu   sync.Mutex
+		hs   = []worker.Holder{{ID: 0, Live: true}}
+		fail error
+		n    int
+	)
+	list := func(ctx context.Context) ([]worker.Holder, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return hs, fail
+	}
+	r := &nodeResource{pool: &workerPool{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.watchPool(list, 4, clk, slog.New(slog.DiscardHandler))
+	defer func() { r.cancel(); r.wg.Wait() }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// wait waits for the watch to sleep again after its want-th listing.
+	listings := func() int { mu.Lock(); defer mu.Unlock(); return n }
+	wait := func(want int) {
+		t.Helper()
+		if err := clk.WaitForSleepers(ctx, 1); err != nil || listings() != want {
+			t.Fatalf("waiting for listing %d: %v (listed %d times)", want, err, listings())
+		}
+	}
+	stats := func() map[string]float64 {
+		m := map[string]float64{}
+		for _, s := range r.poolStats() {
+			m[s.Name] = s.Value
+		}
+		return m
+	}
+	wait(1)
+	if got := stats(); got["worker_ids_free"] != 3 || got["worker_ids"] != 4 {
+		t.Fatalf("after the first listing: %v, want 3 of 4 free", got)
+	}
+	mu.Lock()
+	hs = append(hs, worker.Holder{ID: 2, Live: true})
+	mu.Unlock()
+	clk.Advance(poolEvery - time.Millisecond)
+	if listings() != 1 {
+		t.Fatal("listed again before poolEvery")
+	}
+	clk.Advance(time.Millisecond)
+	wait(2)
+	if got := stats(); got["worker_ids_free"] != 2 {
+		t.Fatalf("after the second listing: %v, want 2 free", got)
+	}
+	mu.Lock()
+	fail = errors.New("coordinator down")
+	mu.Unlock()
+	clk.Advance(poolEvery)
+	wait(3)
+	if got := stats(); len(got) != 0 {
+		t.Fatalf("after a failed listing: %v, want no series", got)
+	}
+	mu.Lock()
+	fail = nil
+	mu.Unlock()
+	clk.Advance(poolEvery)
+	wait(4)
+	if got := stats(); got["worker_ids_free"] != 2 {
+		t.Fatalf("after a listing succeeded again: %v, want 2 free", got)
 	}
 }

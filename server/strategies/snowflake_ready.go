@@ -56,7 +56,7 @@ func newNodeResource(n *node.Node, pooled bool, clk clock.Clock, log *slog.Logge
 	if pooled {
 		r.pool = &workerPool{}
 		r.wg.Add(1)
-		go r.watchPool(clk, log)
+		go r.watchPool(n.Workers, n.WorkerPool(), clk, log)
 	}
 	return r
 }

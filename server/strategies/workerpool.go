@@ -52,12 +52,14 @@ func freeWorkerIDs(hs []worker.Holder, pool int64) int64 {
 // watchPool lists the coordinator at once and then every poolEvery until
 // the resource closes, keeping the count Stats reports. A failed listing
 // makes the count unknown (the series disappear) until one succeeds.
-func (r *nodeResource) watchPool(clk clock.Clock, log *slog.Logger) {
+// list is the node's coordinator listing (Node.Workers), size its pool
+// (Node.WorkerPool).
+func (r *nodeResource) watchPool(list func(context.Context) ([]worker.Holder, error), size int64, clk clock.Clock, log *slog.Logger) {
 	defer r.wg.Done()
 	failing := false
 	for {
 		ctx, cancel := context.WithTimeout(r.ctx, poolListTimeout)
-		hs, err := r.n.Workers(ctx)
+		hs, err := list(ctx)
 		cancel()
 		if r.ctx.Err() != nil {
 			return
@@ -69,7 +71,6 @@ func (r *nodeResource) watchPool(clk clock.Clock, log *slog.Logger) {
 			}
 			failing = true
 		} else {
-			size := r.n.WorkerPool()
 			r.pool.free.Store(freeWorkerIDs(hs, size))
 			r.pool.size.Store(size)
 			r.pool.known.Store(true)
