@@ -80,6 +80,22 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
+// startFindings exports the start-up checks' findings: one series per
+// check and severity, its value the number of findings (no series: none).
+func (m *metrics) startFindings(fs []StartFinding) {
+	if len(fs) == 0 {
+		return
+	}
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "idmint_doctor_findings",
+		Help: "Findings of the checks the node ran at start (idmint doctor's cheap checks), by check and severity; logged once at start.",
+	}, []string{"check", "severity"})
+	for _, f := range fs {
+		g.WithLabelValues(f.Check, f.Severity).Add(float64(f.Count))
+	}
+	m.reg.MustRegister(g)
+}
+
 // Route counts the requests of one route: their latency and their answers
 // by status class. Its series exist from the start, at zero.
 type Route struct {

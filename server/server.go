@@ -45,6 +45,16 @@ type Options struct {
 	// routes beside the native API's on Handler and AdminHandler (cmd/idmint
 	// adds Leaf's, server/leaf).
 	Surfaces []NewSurface
+	// Findings are the results of the start-up checks (package doctor),
+	// exported as idmint_doctor_findings{check,severity}.
+	Findings []StartFinding
+}
+
+// StartFinding is what a node exports of the start-up checks: how many
+// findings one check made at one severity.
+type StartFinding struct {
+	Check, Severity string
+	Count           int
 }
 
 // Server serves the keys of one Config. Create it with New, expose
@@ -150,6 +160,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s)
+	s.metrics.startFindings(o.Findings)
 
 	all := map[string]*Key{}
 	fail := func(err error) (*Server, error) {

@@ -43,6 +43,12 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// exitStatus ends a command with a status of its own (idmint doctor's 3
+// and 4) after it printed what it had to say; run prints nothing more.
+type exitStatus struct{ code int }
+
+func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
 // configProblems is the usage error of a configuration with problems:
 // one frame, a line for each problem under "idmint CMD: ...", instead of
 // the list followed by a second "invalid configuration".
@@ -56,7 +62,8 @@ func configProblems(ps []server.Problem) error {
 }
 
 // run dispatches args to a subcommand and returns the exit status: 0 on
-// success, 2 on bad input, 1 on any other failure.
+// success, 2 on bad input, 1 on any other failure (or a command's own
+// status, exitStatus).
 func run(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		printHelp(e.stdout)
@@ -72,9 +79,12 @@ func run(ctx context.Context, e *env, args []string) int {
 	}
 	err := c.run(ctx, e, args[1:])
 	var ue *usageError
+	var es *exitStatus
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &es):
+		return es.code
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/idmint/idmint/doctor"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/server/admin"
 	"github.com/idmint/idmint/server/dashboard"
@@ -90,6 +91,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		return checkConnections(context.Background(), cfg, e.stdout)
 	}
+	// The cheap checks of idmint doctor: logged once, exported as
+	// idmint_doctor_findings.
+	findings := doctor.Check(cfg, doctor.Options{})
+	doctor.Log(log, findings)
 	if pct, set := serveGC(e.getenv); set {
 		log.Debug("garbage collector", "gogc", pct, "why", "GOGC is not set")
 	}
@@ -124,7 +129,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	logStores(log, cfg)
 	srv, err := server.New(ctx, server.Options{Config: cfg, Registry: reg, Logger: log,
 		KeyStore: &server.FileKeyStore{Path: filepath.Join(cfg.DataDir, "keys.json"), Logger: log},
-		Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New, grpcapi.New}})
+		Surfaces: []server.NewSurface{leaf.New, admin.New, dashboard.New, grpcapi.New},
+		Findings: doctor.Counts(findings)})
 	if err != nil {
 		closeListeners()
 		return err

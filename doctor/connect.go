@@ -1,0 +1,366 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idmint/idmint/segment"
+	"github.com/idmint/idmint/segment/redisstore"
+	"github.com/idmint/idmint/segment/sqlstore"
+	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/sqldb"
+	"github.com/idmint/idmint/witness"
+	"github.com/idmint/idmint/worker"
+)
+
+// ConnectOptions configure Connect.
+type ConnectOptions struct {
+	// Timeout bounds each connection and each request. Default 5 s.
+	Timeout time.Duration
+	// Now reads this machine's clock (clock offsets). Default time.Now.
+	Now func() time.Time
+}
+
+func (o ConnectOptions) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return 5 * time.Second
+	}
+	return o.Timeout
+}
+
+func (o ConnectOptions) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+// Connect runs the checks that need the live servers of each site: a
+// segment store below its witness's mark, this machine's clock against a
+// SQL coordinator's, and the coordinator's free worker IDs. It reads and
+// changes nothing but what opening a coordinator creates (its table or
+// directory, as `idmint workers` does). A server it cannot reach is a
+// finding (connect.unreachable).
+func Connect(ctx context.Context, sites []Site, o ConnectOptions) []Finding {
+	var mu sync.Mutex
+	var fs []Finding
+	var wg sync.WaitGroup
+	for _, s := range sites {
+		site := ""
+		if len(sites) > 1 {
+			site = s.Name
+		}
+		for _, c := range []func(context.Context, *server.Config, ConnectOptions) []Finding{checkBelowWitness, checkClockOffset, checkWorkersFree} {
+			wg.Go(func() {
+				got := c(ctx, s.Config, o)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, f := range got {
+					f.Site = site
+					fs = append(fs, f)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	Sort(fs)
+	return fs
+}
+
+func unreachable(what, u string, err error) Finding {
+	return Finding{Check: "connect.unreachable", Severity: Error,
+		Promise: "the checks that need this server could not run, and a node needs it to serve",
+		Found:   fmt.Sprintf("%s %s: %s", what, sqldb.Redact(u), strings.Join(strings.Fields(err.Error()), " ")),
+		Fix:     "check the address, the credentials and the network path from this machine (idmint serve --check --connect tests each)"}
+}
+
+// checkBelowWitness: store.below_witness. Each segment key on a shared
+// store with a cluster witness: the store's max_id must be at or above
+// the witness's mark, which every segment served was claimed under.
+func checkBelowWitness(ctx context.Context, cfg *server.Config, o ConnectOptions) []Finding {
+	cw := clusterWitness(cfg)
+	if cw == "" {
+		return nil
+	}
+	byStore := map[string][]string{}
+	for _, name := range keyNames(cfg) {
+		k := cfg.Keys[name]
+		if k.Strategy != "segment" {
+			continue
+		}
+		if u := cfg.Stores[k.Store]; !fileStore(u) && u != "" {
+			byStore[k.Store] = append(byStore[k.Store], name)
+		}
+	}
+	if len(byStore) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.timeout())
+	defer cancel()
+	w, err := witness.Open(cctx, cw, o.timeout())
+	if err != nil {
+		return []Finding{unreachable("witness", cw, err)}
+	}
+	defer w.Close()
+	var fs []Finding
+	for _, store := range keyNamesOf(byStore) {
+		u := cfg.Stores[store]
+		st, err := openStore(cctx, u)
+		if err != nil {
+			fs = append(fs, unreachable("store "+store, u, err))
+			continue
+		}
+		for _, name := range byStore[store] {
+			mark, err := w.Mark(cctx, segment.WitnessSpace(name, 1, 0))
+			if err != nil {
+				fs = append(fs, unreachable("witness", cw, err))
+				break
+			}
+			info, err := st.Get(cctx, name)
+			switch {
+			case errors.Is(err, segment.ErrUnknownKey):
+				if mark > 0 {
+					fs = append(fs, belowWitness(name, store, u, cw, "has no row", mark))
+				}
+			case err != nil:
+				fs = append(fs, unreachable("store "+store, u, err))
+			case info.MaxID < mark:
+				fs = append(fs, belowWitness(name, store, u, cw, fmt.Sprintf("has max_id %d", info.MaxID), mark))
+			}
+		}
+		st.Close()
+	}
+	return fs
+}
+
+func belowWitness(name, store, u, cw, has string, mark int64) Finding {
+	return Finding{Check: "store.below_witness", Severity: Error, Key: name,
+		Promise: fmt.Sprintf("IDs of key %q below %d were issued already: the store went back (a failover to a lagging replica, a restored backup, a hand edit), and only the witness remembers", name, mark),
+		Found:   fmt.Sprintf("store %q (%s) %s for key %q, below the witness's mark %d (%s)", store, sqldb.Redact(u), has, name, mark, sqldb.Redact(cw)),
+		Fix:     "nodes raise the store above the mark at their next segment (idmint_segment_store_went_back_total counts it); find out why the store went back, and never serve the key from a store without its witness"}
+}
+
+// segmentReader is what the check reads of a store.
+type segmentReader interface {
+	Get(ctx context.Context, key string) (segment.KeyInfo, error)
+	Close() error
+}
+
+// openStore opens a store to read its rows, creating nothing (no
+// migration).
+func openStore(ctx context.Context, u string) (segmentReader, error) {
+	if strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://") {
+		return redisstore.Open(ctx, u)
+	}
+	db, err := sqldb.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.New(db), nil
+}
+
+func keyNamesOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leaseMargin is how long before its lease's end a node stops issuing,
+// as a coordinator URL sets it (margin=, or ttl/5 of ttl=, default
+// worker.DefaultTTL/5).
+func leaseMargin(coord string) time.Duration {
+	ttl := worker.DefaultTTL
+	_, query, _ := strings.Cut(coord, "?")
+	q, _ := url.ParseQuery(query)
+	if d, err := time.ParseDuration(q.Get("ttl")); err == nil && d > 0 {
+		ttl = d
+	}
+	if d, err := time.ParseDuration(q.Get("margin")); err == nil && d > 0 {
+		return d
+	}
+	return ttl / 5
+}
+
+// clockQuery reads a database's clock in ms since the Unix epoch.
+func clockQuery(d sqldb.Dialect) string {
+	if d == sqldb.MySQL {
+		return "SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) AS SIGNED)"
+	}
+	return "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)"
+}
+
+// Offset is a clock's offset from this machine's as measured over one
+// round trip: the true offset lies within Offset ± RTT/2.
+type Offset struct {
+	Offset, RTT time.Duration
+}
+
+// MeasureSQL reads a PostgreSQL or MySQL server's clock a few times and
+// returns the offset of the reading with the shortest round trip.
+func MeasureSQL(ctx context.Context, db *sqldb.DB, now func() time.Time) (Offset, error) {
+	best := Offset{RTT: -1}
+	for i := 0; i < 5; i++ {
+		var ms int64
+		t0 := now()
+		if err := db.QueryRowContext(ctx, clockQuery(db.Dialect)).Scan(&ms); err != nil {
+			return Offset{}, err
+		}
+		t1 := now()
+		rtt := t1.Sub(t0)
+		mid := t0.Add(rtt / 2)
+		off := time.UnixMilli(ms).Sub(mid)
+		if best.RTT < 0 || rtt < best.RTT {
+			best = Offset{Offset: off, RTT: rtt}
+		}
+	}
+	return best, nil
+}
+
+// checkClockOffset: clock.offset, for a PostgreSQL or MySQL coordinator
+// (its clock times the leases: a node whose clock is off by more than the
+// lease margin misjudges how long its lease lasts).
+func checkClockOffset(ctx context.Context, cfg *server.Config, o ConnectOptions) []Finding {
+	kind, _ := cfg.ClusterCoordinator()
+	switch kind {
+	case "postgres", "postgresql", "mysql":
+	default:
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.timeout())
+	defer cancel()
+	db, err := sqldb.Open(cctx, coordinatorDB(cfg.Coordinator))
+	if err != nil {
+		return []Finding{unreachable("coordinator", cfg.Coordinator, err)}
+	}
+	defer db.Close()
+	m, err := MeasureSQL(cctx, db, o.now)
+	if err != nil {
+		return []Finding{unreachable("coordinator", cfg.Coordinator, err)}
+	}
+	return offsetFinding(m, leaseMargin(cfg.Coordinator), cfg.Coordinator)
+}
+
+// offsetFinding judges a measured offset against the lease margin: an
+// error when the offset surely exceeds it (beyond the round trip's
+// uncertainty), a warning when it may.
+func offsetFinding(m Offset, margin time.Duration, coord string) []Finding {
+	abs := m.Offset.Abs()
+	half := m.RTT / 2
+	var sev Severity
+	switch {
+	case abs-half > margin:
+		sev = Error
+	case abs+half > margin:
+		sev = Warning
+	default:
+		return nil
+	}
+	return []Finding{{Check: "clock.offset", Severity: sev,
+		Promise: "a node stops issuing before its worker-ID lease ends, by the lease margin: with its clock off by more than that, it may issue after another node took its worker ID",
+		Found:   fmt.Sprintf("this machine's clock is %v from the coordinator's (%s), ± %v (half the round trip); the lease margin is %v", m.Offset.Round(time.Millisecond), sqldb.Redact(coord), half.Round(time.Microsecond), margin),
+		Fix:     "run NTP or chrony on every node and the database server; or raise margin= (and ttl=) on the coordinator URL above the offset you cannot avoid"}}
+}
+
+// coordinatorDB is the database URL of a SQL coordinator, without the
+// query parameters the worker package reads (ttl, margin, timeout, holder).
+func coordinatorDB(coord string) string {
+	base, query, ok := strings.Cut(coord, "?")
+	if !ok {
+		return coord
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return coord
+	}
+	for _, p := range []string{"ttl", "margin", "timeout", "holder"} {
+		q.Del(p)
+	}
+	if len(q) == 0 {
+		return base
+	}
+	return base + "?" + q.Encode()
+}
+
+// FreeWarn: a pool with fewer free worker IDs than this fraction is a
+// warning.
+const FreeWarn = 0.10
+
+// checkWorkersFree: workers.exhausted. The coordinator's live leases
+// against each snowflake key's pool.
+func checkWorkersFree(ctx context.Context, cfg *server.Config, o ConnectOptions) []Finding {
+	kind, cluster := cfg.ClusterCoordinator()
+	if !cluster || kind == "k8s" {
+		return nil
+	}
+	type pool struct {
+		lo, hi int64
+		keys   []string
+	}
+	pools := map[[2]int64]*pool{}
+	for _, name := range keyNames(cfg) {
+		k := cfg.Keys[name]
+		if k.Strategy != "snowflake" {
+			continue
+		}
+		l, _, err := layoutOf(cfg, k)
+		if err != nil {
+			continue
+		}
+		if lo, hi, ok := workerPool(cfg, k, l); ok {
+			p := pools[[2]int64{lo, hi}]
+			if p == nil {
+				p = &pool{lo: lo, hi: hi}
+				pools[[2]int64{lo, hi}] = p
+			}
+			p.keys = append(p.keys, name)
+		}
+	}
+	if len(pools) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.timeout())
+	defer cancel()
+	a, err := worker.Open(cctx, cfg.Coordinator, worker.WithTimeout(o.timeout()))
+	if err != nil {
+		return []Finding{unreachable("coordinator", cfg.Coordinator, err)}
+	}
+	defer a.Close()
+	hs, err := a.List(cctx)
+	if err != nil {
+		return []Finding{unreachable("coordinator", cfg.Coordinator, err)}
+	}
+	var fs []Finding
+	for _, p := range pools {
+		size := p.hi - p.lo + 1
+		live := int64(0)
+		for _, h := range hs {
+			if h.Live && h.ID >= p.lo && h.ID <= p.hi {
+				live++
+			}
+		}
+		free := size - live
+		var sev Severity
+		switch {
+		case free <= 0:
+			sev = Error
+		case float64(free) < FreeWarn*float64(size):
+			sev = Warning
+		default:
+			continue
+		}
+		fs = append(fs, Finding{Check: "workers.exhausted", Severity: sev, Key: p.keys[0],
+			Promise: fmt.Sprintf("a node starting (or replacing one) gets a worker ID for key(s) %s: with none free it serves no snowflake IDs", shownList(p.keys, 5)),
+			Found:   fmt.Sprintf("%d of %d worker IDs (%d..%d) are held by live leases in %s; %d free", live, size, p.lo, p.hi, sqldb.Redact(cfg.Coordinator), free),
+			Fix:     "stop nodes that should not run (idmint workers lists the holders), raise options.worker_limit, or move to a layout with more worker bits"})
+	}
+	return fs
+}
