@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeConfig(t *testing.T, dir, name, yaml string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The exit status says the worst finding at or above --fail-on (3 a
+// warning, 4 an error), 0 when there is none, 2 for bad input.
+func TestDoctorExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	clean := writeConfig(t, dir, "clean.yaml", "data_dir: "+dir+"\nkeys: {u: {strategy: uuid}}\n")
+	zero := writeConfig(t, dir, "zero.yaml", "data_dir: "+dir+"\nkeys: {order: {strategy: segment}}\n")
+	shared := writeConfig(t, dir, "shared.yaml", "data_dir: "+dir+`
+coordinator: postgres://u@db1/ids
+witness: none
+stores: {default: "postgres://u@db1/ids"}
+keys: {order: {strategy: segment}}
+`)
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--config", clean}, 0, "no findings"},
+		{[]string{"--config", zero}, 3, "WARNING  witness.same_domain  key order"},
+		{[]string{"--config", zero, "--fail-on", "error"}, 0, "witness.same_domain"},
+		{[]string{"--config", shared}, 4, "ERROR  witness.missing  key order"},
+		{[]string{"--config", shared, "--fail-on", "error"}, 4, "witness.missing"},
+		{[]string{"--config", shared, "--fail-on", "never"}, 0, "witness.missing"},
+		{[]string{"--config", zero, "--config", zero}, 4, "sites.number_line"},
+		{[]string{"--config", clean, "--fail-on", "critical"}, 2, ""},
+		{[]string{"--config", clean, "--nodes", "node1:8080"}, 2, ""},
+		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, 2, ""},
+		{[]string{"--config", clean, "stray"}, 2, ""},
+	} {
+		code, out, errs := runCLI(t, append([]string{"doctor"}, c.args...)...)
+		if code != c.code || !strings.Contains(out, c.out) {
+			t.Errorf("doctor %s: status %d, want %d with %q in the output\nstdout: %s\nstderr: %s", strings.Join(c.args, " "), code, c.code, c.out, out, errs)
+		}
+		if c.code == 2 && errs == "" {
+			t.Errorf("doctor %s: bad input without a message", strings.Join(c.args, " "))
+		}
+	}
+}
+
+// --json prints one document: its format, what was checked, the findings
+// with every field, the counts by severity and the worst.
+func TestDoctorJSON(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "a.yaml", "data_dir: "+dir+`
+coordinator: postgres://u@db1/ids
+witness: none
+stores: {default: "postgres://u@db1/ids"}
+keys: {order: {strategy: segment}, u: {strategy: uuid}}
+`)
+	code, out, errs := runCLI(t, "doctor", "--config", cfg, "--json")
+	if code != 4 {
+		t.Fatalf("status %d, want 4: %s", code, errs)
+	}
+	var doc struct {
+		Format  int `json:"format"`
+		Checked struct {
+			Configs []string `json:"configs"`
+			Connect *bool    `json:"connect"`
+			Nodes   []string `json:"nodes"`
+		} `json:"checked"`
+		Findings []map[string]string `json:"findings"`
+		Counts   map[string]int      `json:"counts"`
+		Worst    string              `json:"worst"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.Format != 1 || len(doc.Checked.Configs) != 1 || doc.Checked.Configs[0] != "a.yaml" || doc.Checked.Connect == nil || *doc.Checked.Connect || doc.Checked.Nodes == nil {
+		t.Errorf("checked: %+v (format %d)", doc.Checked, doc.Format)
+	}
+	if doc.Worst != "error" || doc.Counts["error"] != 1 || len(doc.Counts) != 3 {
+		t.Errorf("worst %q counts %v", doc.Worst, doc.Counts)
+	}
+	if len(doc.Findings) != 1 {
+		t.Fatalf("findings: %v", doc.Findings)
+	}
+	f := doc.Findings[0]
+	for _, field := range []string{"check", "severity", "key", "promise", "found", "fix"} {
+		if f[field] == "" {
+			t.Errorf("finding has no %s: %v", field, f)
+		}
+	}
+	if f["check"] != "witness.missing" || f["severity"] != "error" || f["key"] != "order" {
+		t.Errorf("finding %v", f)
+	}
+}
