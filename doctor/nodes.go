@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -21,6 +22,9 @@ type NodeFacts struct {
 	// Keys maps each key the node exports a series of to its strategy
 	// (the key and strategy labels of idmint_* series).
 	Keys map[string]string
+	// Workers maps each worker-ID lease resource to the worker ID held
+	// (idmint_worker_id{resource}).
+	Workers map[string]int64
 	// Metrics reports whether /metrics could be read.
 	Metrics bool
 }
@@ -28,6 +32,7 @@ type NodeFacts struct {
 var (
 	buildRE  = regexp.MustCompile(`^idmint_build_info\{(.*)\} `)
 	keyedRE  = regexp.MustCompile(`^idmint_\w+\{(.*)\} `)
+	workerRE = regexp.MustCompile(`^idmint_worker_id\{(.*)\} (\d+)$`)
 	labelRE  = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
 )
 
@@ -43,7 +48,8 @@ func labels(s string) map[string]string {
 // (with token as a bearer token when given) and reports a node that is not
 // healthy or ready (nodes.health), nodes that run different builds
 // (nodes.build) and nodes that serve a key with different strategies or
-// not at all (nodes.keys).
+// not at all (nodes.keys), and nodes that hold the same worker ID for the
+// same layout (nodes.worker_id).
 func Nodes(ctx context.Context, hc *http.Client, urls []string, token string) []Finding {
 	facts := make([]NodeFacts, len(urls))
 	found := make([][]Finding, len(urls))
@@ -62,7 +68,7 @@ func Nodes(ctx context.Context, hc *http.Client, urls []string, token string) []
 }
 
 func askNode(ctx context.Context, hc *http.Client, base, token string) (NodeFacts, []Finding) {
-	nf := NodeFacts{URL: base, Keys: map[string]string{}}
+	nf := NodeFacts{URL: base, Keys: map[string]string{}, Workers: map[string]int64{}}
 	get := func(path string, auth bool) (int, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		if err != nil {
@@ -111,6 +117,11 @@ func askNode(ctx context.Context, hc *http.Client, base, token string) (NodeFact
 			l := labels(m[1])
 			nf.Build = strings.TrimSpace(l["version"] + " " + l["commit"])
 		}
+		if m := workerRE.FindStringSubmatch(ln); m != nil {
+			if id, err := strconv.ParseInt(m[2], 10, 64); err == nil {
+				nf.Workers[labels(m[1])["resource"]] = id
+			}
+		}
 		if m := keyedRE.FindStringSubmatch(ln); m != nil {
 			if l := labels(m[1]); l["key"] != "" && l["strategy"] != "" {
 				nf.Keys[l["key"]] = l["strategy"]
@@ -150,6 +161,22 @@ func compareNodes(facts []NodeFacts) []Finding {
 			Promise: "every node behaves alike (the same build): during a rolling update this is expected, after it a node was left behind",
 			Found:   "the nodes run different builds: " + strings.Join(parts, "; "),
 			Fix:     "finish the rollout: upgrade (or roll back) the nodes left on the other build"})
+	}
+	held := map[string][]string{} // resource and worker ID -> nodes
+	for _, f := range facts {
+		for res, id := range f.Workers {
+			k := fmt.Sprintf("worker ID %d of %s", id, res)
+			held[k] = append(held[k], f.URL)
+		}
+	}
+	for _, k := range keyNamesOf(held) {
+		if us := held[k]; len(us) > 1 {
+			sort.Strings(us)
+			fs = append(fs, Finding{Check: "nodes.worker_id", Severity: Error,
+				Promise: "no two nodes stamp snowflake IDs with the same worker ID: with the same one, they issue the same IDs in the same millisecond",
+				Found:   fmt.Sprintf("%s is held by %d nodes at once: %s", k, len(us), strings.Join(us, ", ")),
+				Fix:     "give the nodes one shared coordinator (etcd://, zk://, a SQL database) instead of each its own file:// or static:// worker ID; a data directory copied to a second machine carries its worker ID with it"})
+		}
 	}
 	all := map[string]map[string][]string{} // key -> strategy -> nodes
 	var withMetrics []string

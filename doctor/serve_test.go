@@ -100,7 +100,10 @@ func grepLines(s, sub string) string {
 // that differ are a warning, a key served with different strategies an
 // error; nodes that agree give nothing. The token goes to /metrics only.
 func TestNodesCompare(t *testing.T) {
+	worker := 0
 	node := func(build, strategy string) string {
+		worker++
+		worker := worker
 		h := http.NewServeMux()
 		h.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 		h.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
@@ -109,7 +112,7 @@ func TestNodesCompare(t *testing.T) {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
-			fmt.Fprintf(w, "# HELP x\nidmint_build_info{commit=\"c\",goversion=\"go\",version=%q} 1\nidmint_ids_issued_total{key=\"a\",strategy=%q} 5\n", build, strategy)
+			fmt.Fprintf(w, "# HELP x\nidmint_build_info{commit=\"c\",goversion=\"go\",version=%q} 1\nidmint_ids_issued_total{key=\"a\",strategy=%q} 5\nidmint_worker_id{resource=\"snowflake:leaf\"} %d\n", build, strategy, worker)
 		})
 		s := httptest.NewServer(h)
 		t.Cleanup(s.Close)
@@ -129,5 +132,24 @@ func TestNodesCompare(t *testing.T) {
 	}
 	if k := find(fs, "nodes.keys"); len(k) != 1 || k[0].Key != "a" || k[0].Severity != doctor.Error {
 		t.Errorf("key a as segment and snowflake: got %+v", k)
+	}
+	if w := find(fs, "nodes.worker_id"); len(w) > 0 {
+		t.Errorf("worker IDs differ: found %+v", w)
+	}
+}
+
+// Two real zero-config nodes behind one load balancer each take worker ID 0
+// from their own file coordinator: nodes.worker_id names it.
+func TestNodesSameWorkerID(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs idmint serve")
+	}
+	dir := t.TempDir()
+	bin := servenode.Build(t, dir)
+	nodes := servenode.StartN(t, bin, dir, "keys: {snowflake: {strategy: snowflake}}\n", 2, false)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	fs := find(doctor.Nodes(context.Background(), hc, []string{nodes[0].URL(), nodes[1].URL()}, ""), "nodes.worker_id")
+	if len(fs) != 1 || fs[0].Severity != doctor.Error || !strings.Contains(fs[0].Found, "worker ID 0 of snowflake:leaf") {
+		t.Fatalf("got %+v", fs)
 	}
 }
