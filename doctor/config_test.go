@@ -108,6 +108,10 @@ keys: {sf: {strategy: snowflake}}`, doctor.Warning, "-"},
 listen: 10.0.0.7:8080
 admin_token: ` + token + `
 keys: {sf: {strategy: snowflake, tokens: ["client-token-0123456789"]}}`, 0, ""},
+		{"listener on a host name, keys without tokens", "tokens.keys", 0, `
+listen: ids.example.com:8080
+admin_token: ` + token + `
+keys: {sf: {strategy: snowflake}}`, doctor.Warning, "-"},
 		{"loopback listener, keys without tokens", "tokens.keys", 0, `
 keys: {sf: {strategy: snowflake}}`, 0, ""},
 		{"non-loopback listener without admin_token", "tokens.admin", 0, `

@@ -85,10 +85,14 @@ func TestConnectStoreBelowWitness(t *testing.T) {
 
 // This machine's clock against a real PostgreSQL coordinator's: in step,
 // nothing is found; seen 10 s off (an injected clock), clock.offset is an
-// error naming the lease margin, and a margin= above the offset clears it.
+// error naming the lease margin, and a margin= above the offset clears it
+// (with a ttl= whose default margin, a fifth, would not).
 func TestConnectClockOffset(t *testing.T) {
 	pg := testserver.Database(t, testserver.Postgres)
 	cfg := func(q string) string {
+		if q != "" && strings.Contains(pg, "?") {
+			q = "&" + q[1:]
+		}
 		return fmt.Sprintf("coordinator: %q\nwitness: none\nkeys: {u: {strategy: uuid}}\n", pg+q)
 	}
 	if fs := find(connect(t, cfg(""), doctor.ConnectOptions{}), "clock.offset"); len(fs) > 0 {
@@ -99,7 +103,7 @@ func TestConnectClockOffset(t *testing.T) {
 	if len(fs) != 1 || fs[0].Severity != doctor.Error || !strings.Contains(fs[0].Found, "lease margin is 2s") {
 		t.Fatalf("10 s off: want one error, got %+v", fs)
 	}
-	if fs := find(connect(t, cfg("&ttl=60s&margin=20s"), skewed), "clock.offset"); len(fs) > 0 {
+	if fs := find(connect(t, cfg("?ttl=20s&margin=15s"), skewed), "clock.offset"); len(fs) > 0 {
 		t.Fatalf("10 s off with a 20 s margin: found %+v", fs)
 	}
 }

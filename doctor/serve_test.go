@@ -106,7 +106,13 @@ func TestNodesCompare(t *testing.T) {
 		worker := worker
 		h := http.NewServeMux()
 		h.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-		h.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		h.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+			if build == "unready" {
+				http.Error(w, "key a: store down", http.StatusServiceUnavailable)
+				return
+			}
+			io.WriteString(w, "ok")
+		})
 		h.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer tok" {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -135,6 +141,10 @@ func TestNodesCompare(t *testing.T) {
 	}
 	if w := find(fs, "nodes.worker_id"); len(w) > 0 {
 		t.Errorf("worker IDs differ: found %+v", w)
+	}
+	h := find(doctor.Nodes(context.Background(), hc, []string{node("unready", "segment")}, "tok"), "nodes.health")
+	if len(h) != 1 || !strings.Contains(h[0].Found, "/readyz answered 503: key a: store down") {
+		t.Errorf("a node answering /readyz 503: got %+v", h)
 	}
 }
 

@@ -48,7 +48,7 @@ keys: {order: {strategy: segment}}`, `
 witness: etcd://e9:2379/idmint
 stores: {default: "postgres://u@db9/ids"}
 keys: {order: {strategy: segment}}`, "order"},
-		{"segment key on each site's SQLite", "sites.number_line", `
+		{"segment key on each site's SQLite, at the same path on two machines", "sites.number_line", `
 keys: {order: {strategy: segment}}`, `
 keys: {order: {strategy: segment}}`, "order"},
 		{"segment key on one shared database", "sites.number_line", `
@@ -77,8 +77,11 @@ keys: {order-eu: {strategy: segment}}`, `
 keys: {order-us: {strategy: segment}}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := doctor.Site{Name: "eu.yaml", Config: load(t, t.TempDir(), tc.a)}
-			b := doctor.Site{Name: "us.yaml", Config: load(t, t.TempDir(), tc.b)}
+			// Both sites' data directories at one path, as on two
+			// machines installed alike.
+			dir := t.TempDir()
+			a := doctor.Site{Name: "eu.yaml", Config: load(t, dir, tc.a)}
+			b := doctor.Site{Name: "us.yaml", Config: load(t, dir, tc.b)}
 			fs := find(doctor.CheckSites([]doctor.Site{a, b}, doctor.Options{Now: now}), tc.check)
 			if tc.key == "" {
 				if len(fs) > 0 {
