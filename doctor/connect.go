@@ -294,8 +294,17 @@ func coordinatorDB(coord string) string {
 // warning.
 const FreeWarn = 0.10
 
-// checkWorkersFree: workers.exhausted. The coordinator's live leases
-// against each snowflake key's pool.
+// HorizonLead is how far past its clock a node records its horizon (the
+// snowflake generator's default lead, which serve uses).
+const HorizonLead = 3 * time.Second
+
+// checkWorkersFree: workers.exhausted and clock.node_ahead. The
+// coordinator's live leases against each snowflake key's pool, and their
+// horizons against this machine's clock: a node records its horizon
+// HorizonLead past its own clock, so a horizon further ahead of this
+// machine's clock than that, by more than the lease margin, was recorded
+// by a clock that far ahead (etcd and ZooKeeper keep no clock of their
+// own to compare with).
 func checkWorkersFree(ctx context.Context, cfg *server.Config, o ConnectOptions) []Finding {
 	kind, cluster := cfg.ClusterCoordinator()
 	if !cluster || kind == "k8s" {
@@ -338,8 +347,22 @@ func checkWorkersFree(ctx context.Context, cfg *server.Config, o ConnectOptions)
 	if err != nil {
 		return []Finding{unreachable("coordinator", cfg.Coordinator, err)}
 	}
+	now := o.now()
 	var fs []Finding
-	for _, p := range pools {
+	margin := leaseMargin(cfg.Coordinator)
+	for _, h := range hs {
+		if !h.Live || h.Horizon.IsZero() {
+			continue
+		}
+		if ahead := h.Horizon.Sub(now) - HorizonLead; ahead > margin {
+			fs = append(fs, Finding{Check: "clock.node_ahead", Severity: Error,
+				Promise: "a node stops issuing before its worker-ID lease ends, by the lease margin: a node whose clock runs ahead by more than that stamps IDs another node may stamp again once its clock gets there",
+				Found: fmt.Sprintf("worker ID %d's live holder %s recorded a horizon of %s, %v ahead of this machine's clock beyond the %v lead; the lease margin is %v",
+					h.ID, h.Holder, h.Horizon.UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond), HorizonLead, margin),
+				Fix: "run NTP or chrony on every node (and on this machine: the comparison is with its clock); idmint workers lists the holders"})
+		}
+	}
+	for _, p := range sortedPools(pools) {
 		size := p.hi - p.lo + 1
 		live := int64(0)
 		for _, h := range hs {
@@ -363,4 +386,18 @@ func checkWorkersFree(ctx context.Context, cfg *server.Config, o ConnectOptions)
 			Fix:     "stop nodes that should not run (idmint workers lists the holders), raise options.worker_limit, or move to a layout with more worker bits"})
 	}
 	return fs
+}
+
+// sortedPools orders pools by their first worker ID.
+func sortedPools[P interface{ *T }, T any](m map[[2]int64]P) []P {
+	ks := make([][2]int64, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i][0] < ks[j][0] || ks[i][0] == ks[j][0] && ks[i][1] < ks[j][1] })
+	out := make([]P, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, m[k])
+	}
+	return out
 }

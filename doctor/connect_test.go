@@ -145,3 +145,36 @@ func TestConnectUnreachable(t *testing.T) {
 		t.Fatalf("got %+v", fs)
 	}
 }
+
+// Live leases in a real etcd: a holder whose horizon lies 30 s ahead of
+// this machine's clock (recorded by a node whose clock runs 27 s ahead, with
+// its 3 s lead) is clock.node_ahead; one recorded with this clock's lead is
+// not.
+func TestConnectNodeAhead(t *testing.T) {
+	coord := "etcd://" + testserver.Addr(t, testserver.Etcd) + "/" + testserver.Prefix(t)
+	ctx := context.Background()
+	extend := func(holder string, ahead time.Duration) {
+		as, err := worker.Open(ctx, coord, worker.WithHolder(holder))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := as.Acquire(ctx, 1023)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close(); as.Close() })
+		if _, err := l.Extend(ctx, time.Now().Add(ahead)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fmt.Sprintf("coordinator: %s\nkeys: {sf: {strategy: snowflake}}\n", coord)
+	extend("in-step", doctor.HorizonLead)
+	if fs := find(connect(t, cfg, doctor.ConnectOptions{}), "clock.node_ahead"); len(fs) > 0 {
+		t.Fatalf("a node in step: found %+v", fs)
+	}
+	extend("ahead", 30*time.Second)
+	fs := find(connect(t, cfg, doctor.ConnectOptions{}), "clock.node_ahead")
+	if len(fs) != 1 || fs[0].Severity != doctor.Error || !strings.Contains(fs[0].Found, "holder ahead") {
+		t.Fatalf("a node 27 s ahead: got %+v", fs)
+	}
+}
