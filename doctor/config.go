@@ -37,6 +37,7 @@ var configChecks = []func(*server.Config, Options) []Finding{
 	checkTokens,
 	checkLayoutEnd,
 	checkWorkerPool,
+	checkUnfenced,
 }
 
 // source is where a key's numbers come from.
@@ -516,4 +517,35 @@ func etcdPlace(coord string) string {
 		return ""
 	}
 	return strings.Join(sorted(eps), ",") + prefix + "/" + name
+}
+
+// checkUnfenced: workers.unfenced. A worker ID derived from where the node
+// runs (a StatefulSet ordinal, an IP or MAC address) is held under no
+// lease: nothing stops a second process that derives the same one.
+func checkUnfenced(cfg *server.Config, o Options) []Finding {
+	scheme, _, _ := strings.Cut(cfg.Coordinator, "://")
+	var how string
+	switch strings.ToLower(scheme) {
+	case "k8s":
+		how = "the pod's StatefulSet ordinal: two pods with one ordinal run at once after a forced delete (kubectl delete pod --force) or a node lost for good"
+	case "ip":
+		how = "the low 16 bits of the node's IPv4 address (truncated to the worker field): nodes in different subnets, or two processes on one host, share it"
+	case "mac":
+		how = "the node's MAC address (truncated to the worker field): cloned VMs and containers share one"
+	default:
+		return nil
+	}
+	var keys []string
+	for _, name := range keyNames(cfg) {
+		if cfg.Keys[name].Strategy == "snowflake" {
+			keys = append(keys, name)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return []Finding{{Check: "workers.unfenced", Severity: Warning,
+		Promise: fmt.Sprintf("IDs of snowflake key(s) %s never repeat only while no two processes derive the same worker ID: nothing leases it, so nothing stops the second", shownList(keys, 5)),
+		Found:   fmt.Sprintf("the coordinator %s derives the worker ID from %s", sqldb.Redact(cfg.Coordinator), how),
+		Fix:     "use a coordinator that leases worker IDs with a fencing generation (etcd://, zk://, or a SQL database): a second holder waits for the first's lease to end"}}
 }

@@ -140,6 +140,15 @@ coordinator: etcd://e1:2379/idmint
 keys: {sf: {strategy: snowflake}}`, 0, ""},
 		{"four worker IDs on one node", "workers.pool", 0, `
 keys: {sf: {strategy: snowflake, options: {worker_limit: "4"}}}`, 0, ""},
+		{"StatefulSet ordinals", "workers.unfenced", 0, `
+coordinator: k8s://idmint-2
+keys: {sf: {strategy: snowflake}}`, doctor.Warning, "-"},
+		{"etcd leases", "workers.unfenced", 0, `
+coordinator: etcd://e1:2379/idmint
+keys: {sf: {strategy: snowflake}}`, 0, ""},
+		{"StatefulSet ordinals, no snowflake key", "workers.unfenced", 0, `
+coordinator: k8s://idmint-2
+keys: {u: {strategy: uuid}}`, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := load(t, t.TempDir(), tc.yaml)
