@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idmint/idmint/testkit/testserver"
+	"github.com/idmint/idmint/worker"
 )
 
 func writeConfig(t *testing.T, dir, name, yaml string) string {
@@ -103,5 +110,54 @@ keys: {order: {strategy: segment}, u: {strategy: uuid}}
 	}
 	if f["check"] != "witness.missing" || f["severity"] != "error" || f["key"] != "order" {
 		t.Errorf("finding %v", f)
+	}
+}
+
+// --connect and --nodes through the command: a real PostgreSQL coordinator
+// whose only worker ID is held, and a node whose /readyz answers 503, give
+// an error each in the JSON document, which says it connected and which
+// node it asked.
+func TestDoctorConnectAndNodes(t *testing.T) {
+	pg := testserver.Database(t, testserver.Postgres)
+	ctx := context.Background()
+	as, err := worker.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := as.Acquire(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(); as.Close() })
+	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}))
+	t.Cleanup(node.Close)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "a.yaml", fmt.Sprintf("data_dir: %s\ncoordinator: %q\nwitness: none\nkeys: {sf: {strategy: snowflake, options: {worker_limit: \"1\"}}}\n", dir, pg))
+	code, out, errs := runCLI(t, "doctor", "--config", cfg, "--connect", "--nodes", node.URL, "--json")
+	if code != 4 {
+		t.Fatalf("status %d, want 4\n%s\n%s", code, out, errs)
+	}
+	var doc struct {
+		Checked struct {
+			Connect bool     `json:"connect"`
+			Nodes   []string `json:"nodes"`
+		} `json:"checked"`
+		Findings []struct{ Check, Severity string } `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range doc.Findings {
+		got[f.Check] = f.Severity
+	}
+	if !doc.Checked.Connect || len(doc.Checked.Nodes) != 1 || got["workers.exhausted"] != "error" || got["nodes.health"] != "error" {
+		t.Errorf("checked %+v, findings %v", doc.Checked, got)
 	}
 }
