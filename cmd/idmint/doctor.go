@@ -92,15 +92,7 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		name := p
-		if name == "" {
-			name = ce.getenv("IDMINT_CONFIG")
-		}
-		if name == "" {
-			name = "(zero config)"
-		} else {
-			name = filepath.Base(name)
-		}
+		name := siteName(paths, p, ce.getenv("IDMINT_CONFIG"))
 		checked.Configs = append(checked.Configs, name)
 		site := doctor.Site{Name: name, Config: cfg}
 		if err := cfg.Validate(reg); err != nil {
@@ -164,6 +156,23 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 		return &exitStatus{doctorExitError}
 	}
 	return &exitStatus{doctorExitWarning}
+}
+
+// siteName is what findings call the config at path p: its file name, or
+// the path as given when two of paths share a file name.
+func siteName(paths []string, p, envConfig string) string {
+	if p == "" {
+		p = envConfig
+	}
+	if p == "" {
+		return "(zero config)"
+	}
+	for _, q := range paths {
+		if q != p && filepath.Base(q) == filepath.Base(p) {
+			return p
+		}
+	}
+	return filepath.Base(p)
 }
 
 // printReport writes the findings for people: one block each, most

@@ -30,6 +30,10 @@ func TestDoctorExitStatus(t *testing.T) {
 	dir := t.TempDir()
 	clean := writeConfig(t, dir, "clean.yaml", "data_dir: "+dir+"\nkeys: {u: {strategy: uuid}}\n")
 	zero := writeConfig(t, dir, "zero.yaml", "data_dir: "+dir+"\nkeys: {order: {strategy: segment}}\n")
+	if err := os.Mkdir(filepath.Join(dir, "eu"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, filepath.Join(dir, "eu"), "zero.yaml", "data_dir: "+dir+"\nkeys: {order: {strategy: segment}}\n")
 	shared := writeConfig(t, dir, "shared.yaml", "data_dir: "+dir+`
 coordinator: postgres://u@db1/ids
 witness: none
@@ -48,6 +52,7 @@ keys: {order: {strategy: segment}}
 		{[]string{"--config", shared, "--fail-on", "error"}, 4, "witness.missing"},
 		{[]string{"--config", shared, "--fail-on", "never"}, 0, "witness.missing"},
 		{[]string{"--config", zero, "--config", zero}, 4, "sites.number_line"},
+		{[]string{"--config", zero, "--config", filepath.Join(dir, "eu", "zero.yaml")}, 4, "(" + zero + " + " + filepath.Join(dir, "eu", "zero.yaml") + ")"},
 		{[]string{"--config", clean, "--fail-on", "critical"}, 2, ""},
 		{[]string{"--config", clean, "--nodes", "node1:8080"}, 2, ""},
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, 2, ""},
