@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/idmint/idmint/monotonic"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/redisstore"
 	"github.com/idmint/idmint/segment/sqlstore"
@@ -42,7 +46,7 @@ func (o ConnectOptions) now() time.Time {
 }
 
 // Connect runs the checks that need the live servers of each site: a
-// segment store below its witness's mark, this machine's clock against a
+// segment store or a monotonic key's etcd bound below its witness's mark, this machine's clock against a
 // SQL coordinator's, and the coordinator's free worker IDs. It reads and
 // changes nothing but what opening a coordinator creates (its table or
 // directory, as `idmint workers` does). A server it cannot reach is a
@@ -56,7 +60,7 @@ func Connect(ctx context.Context, sites []Site, o ConnectOptions) []Finding {
 		if len(sites) > 1 {
 			site = s.Name
 		}
-		for _, c := range []func(context.Context, *server.Config, ConnectOptions) []Finding{checkBelowWitness, checkClockOffset, checkWorkersFree} {
+		for _, c := range []func(context.Context, *server.Config, ConnectOptions) []Finding{checkBelowWitness, checkMonotonicBelowWitness, checkClockOffset, checkWorkersFree} {
 			wg.Go(func() {
 				got := c(ctx, s.Config, o)
 				mu.Lock()
@@ -144,6 +148,96 @@ func belowWitness(name, store, u, cw, has string, mark int64) Finding {
 		Promise: fmt.Sprintf("IDs of key %q below %d were issued already: the store went back (a failover to a lagging replica, a restored backup, a hand edit), and only the witness remembers", name, mark),
 		Found:   fmt.Sprintf("store %q (%s) %s for key %q, below the witness's mark %d (%s)", store, sqldb.Redact(u), has, name, mark, sqldb.Redact(cw)),
 		Fix:     "nodes raise the store above the mark at their next segment (idmint_segment_store_went_back_total counts it); find out why the store went back, and never serve the key from a store without its witness"}
+}
+
+// checkMonotonicBelowWitness: store.below_witness for monotonic keys
+// whose bound lives in etcd. A leader persists the bound in etcd before it
+// raises the witness's mark to it, so a bound below the mark is an etcd
+// that went back (restored from a snapshot).
+func checkMonotonicBelowWitness(ctx context.Context, cfg *server.Config, o ConnectOptions) []Finding {
+	cw := clusterWitness(cfg)
+	if cw == "" {
+		return nil
+	}
+	type place struct {
+		hosts  []string
+		prefix string
+		own    bool // options.etcd, not the coordinator's
+		keys   []string
+	}
+	places := map[string]*place{}
+	for _, name := range keyNames(cfg) {
+		k := cfg.Keys[name]
+		if k.Strategy != "monotonic" {
+			continue
+		}
+		hosts, prefix, err := monotonicEtcd(cfg, k)
+		if err != nil || len(hosts) == 0 {
+			continue
+		}
+		_, own := k.Options["etcd"]
+		id := strings.Join(hosts, ",") + prefix
+		if places[id] == nil {
+			places[id] = &place{hosts: hosts, prefix: prefix, own: own}
+		}
+		places[id].keys = append(places[id].keys, name)
+	}
+	if len(places) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.timeout())
+	defer cancel()
+	w, err := witness.Open(cctx, cw, o.timeout())
+	if err != nil {
+		return []Finding{unreachable("witness", cw, err)}
+	}
+	defer w.Close()
+	var fs []Finding
+	for _, id := range keyNamesOf(places) {
+		p := places[id]
+		shown := "etcd://" + strings.Join(p.hosts, ",") + p.prefix
+		cc := clientv3.Config{Endpoints: p.hosts, DialTimeout: o.timeout(), Logger: zap.NewNop()}
+		if !p.own {
+			if cc, err = worker.EtcdClientConfig(cfg.Coordinator, o.timeout()); err != nil {
+				fs = append(fs, unreachable("etcd", shown, err))
+				continue
+			}
+		}
+		cli, err := clientv3.New(cc)
+		if err != nil {
+			fs = append(fs, unreachable("etcd", shown, err))
+			continue
+		}
+		ls, err := monotonic.Leaders(cctx, cli, p.prefix)
+		cli.Close()
+		if err != nil {
+			fs = append(fs, unreachable("etcd", shown, err))
+			continue
+		}
+		bounds := map[string]int64{}
+		seen := map[string]bool{}
+		for _, l := range ls {
+			bounds[l.Key], seen[l.Key] = l.Bound, true
+		}
+		for _, name := range p.keys {
+			mark, err := w.Mark(cctx, monotonic.WitnessSpace(name))
+			if err != nil {
+				fs = append(fs, unreachable("witness", cw, err))
+				break
+			}
+			if b := bounds[name]; b < mark {
+				has := fmt.Sprintf("has the bound %d", b)
+				if !seen[name] {
+					has = "has no bound"
+				}
+				fs = append(fs, Finding{Check: "store.below_witness", Severity: Error, Key: name,
+					Promise: fmt.Sprintf("IDs of monotonic key %q up to %d were issued already: etcd went back (restored from a snapshot), and only the witness remembers", name, mark),
+					Found:   fmt.Sprintf("etcd %s %s for key %q, below the witness's mark %d (%s)", shown, has, name, mark, sqldb.Redact(cw)),
+					Fix:     "the next leader starts above the mark (it reads the witness); find out why etcd went back, and keep the witness outside that etcd"})
+			}
+		}
+	}
+	return fs
 }
 
 // segmentReader is what the check reads of a store.

@@ -9,8 +9,12 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/idmint/idmint/doctor"
+	"github.com/idmint/idmint/monotonic"
+	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
 	"github.com/idmint/idmint/testkit/testserver"
@@ -176,5 +180,53 @@ func TestConnectNodeAhead(t *testing.T) {
 	fs := find(connect(t, cfg, doctor.ConnectOptions{}), "clock.node_ahead")
 	if len(fs) != 1 || fs[0].Severity != doctor.Error || !strings.Contains(fs[0].Found, "holder ahead") {
 		t.Fatalf("a node 27 s ahead: got %+v", fs)
+	}
+}
+
+// A monotonic key led by a real etcd leader with an etcd witness beside
+// it: its bound is at or above the witness's mark; written back below it,
+// as a snapshot restore of the bound's etcd leaves it, store.below_witness
+// names the key.
+func TestConnectMonotonicBelowWitness(t *testing.T) {
+	etcdAddr := testserver.Addr(t, testserver.Etcd)
+	coord := "etcd://" + etcdAddr + "/" + testserver.Prefix(t)
+	wURL := "etcd://" + etcdAddr + "/" + testserver.Prefix(t)
+	ctx := context.Background()
+	w, err := witness.Open(ctx, wURL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdAddr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	_, base := strategies.MonotonicCoordinatorPrefix(coord)
+	m, err := monotonic.NewEtcd(monotonic.EtcdConfig{Client: cli, Prefix: base + "seq/", Name: "seq",
+		Witness: w, Space: monotonic.WitnessSpace("seq"), Advertise: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testserver.Eventually(t, "a proven leader", 30*time.Second, func() bool { _, self := m.Leader(); return self })
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := m.Next(cctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	cfg := fmt.Sprintf("coordinator: %s\nwitness: %s\nkeys: {seq: {strategy: monotonic}}\n", coord, wURL)
+	if fs := find(connect(t, cfg, doctor.ConnectOptions{}), "store.below_witness"); len(fs) > 0 {
+		t.Fatalf("bound at the mark: found %+v", fs)
+	}
+	if fs := find(connect(t, cfg, doctor.ConnectOptions{}), "connect.unreachable"); len(fs) > 0 {
+		t.Fatalf("found %+v", fs)
+	}
+	if _, err := cli.Put(ctx, base+"seq/bound", "3"); err != nil {
+		t.Fatal(err)
+	}
+	fs := find(connect(t, cfg, doctor.ConnectOptions{}), "store.below_witness")
+	if len(fs) != 1 || fs[0].Key != "seq" || !strings.Contains(fs[0].Found, "has the bound 3") {
+		t.Fatalf("bound written back to 3: got %+v", fs)
 	}
 }
