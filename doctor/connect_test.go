@@ -14,9 +14,9 @@ import (
 
 	"github.com/idmint/idmint/doctor"
 	"github.com/idmint/idmint/monotonic"
-	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/segment"
 	"github.com/idmint/idmint/segment/stores"
+	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/testkit/testserver"
 	"github.com/idmint/idmint/witness"
 	"github.com/idmint/idmint/worker"
