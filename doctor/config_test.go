@@ -91,6 +91,13 @@ coordinator: etcd://e1:2379/idmint
 witness: postgres://u@db1:5432/marks
 stores: {default: "postgres://u@db1/ids"}
 keys: {order: {strategy: segment}}`, doctor.Warning, "order"},
+		{"monotonic bound and the default witness in the coordinator's etcd", "witness.same_domain", 0, `
+coordinator: etcd://e1:2379/idmint
+keys: {seq: {strategy: monotonic}}`, doctor.Warning, "seq"},
+		{"monotonic bound in etcd, witness in another etcd", "witness.same_domain", 0, `
+coordinator: etcd://e1:2379/idmint
+witness: etcd://e9:2379/marks
+keys: {seq: {strategy: monotonic}}`, 0, ""},
 		{"witness on another database server", "witness.same_domain", 0, `
 witness: postgres://u@db9:5432/marks
 stores: {default: "postgres://u@db1/ids"}
