@@ -268,7 +268,14 @@ func checkWitness(cfg *server.Config, o Options) []Finding {
 				Found:   found,
 				Fix:     "set witness: to an etcd://, zk:// or postgres:///mysql:// URL of a server other than the store (an etcd:// or zk:// coordinator is the default witness)"})
 		case src.inDataDir && cw == "":
-			fs = append(fs, Finding{Check: "witness.same_domain", Severity: Warning, Key: name,
+			// On one node (the zero-config default) this is how the node
+			// is meant to start, so it is said, not warned about at every
+			// start; beside other nodes it is a warning.
+			sev := Info
+			if several {
+				sev = Warning
+			}
+			fs = append(fs, Finding{Check: "witness.same_domain", Severity: sev, Key: name,
 				Promise: fmt.Sprintf("IDs of key %q repeat if the data directory %s is restored from a backup or snapshot: its numbers (%s) and the witness's marks both live in it, so both go back together", name, absDir(cfg.DataDir), src.shown),
 				Found:   fmt.Sprintf("key %q keeps its numbers in the data directory and witness is %s", name, witnessWords(cfg)),
 				Fix:     "set witness: to an etcd://, zk:// or database URL on another machine (then a restored directory is raised above the marks), or never restore the data directory: start from an empty one with options.floor above the highest ID issued"})

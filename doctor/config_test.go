@@ -80,9 +80,12 @@ witness: etcd://e1:2379/idmint
 stores: {t1: "mysql://u@db2:3306/t"}
 keys: {tk: {strategy: ticket, store: t1}}`, 0, ""},
 		{"zero config: SQLite and marks in the data directory", "witness.same_domain", 0, `
-keys: {order: {strategy: segment}}`, doctor.Warning, "order"},
+keys: {order: {strategy: segment}}`, doctor.Info, "order"},
 		{"zero config monotonic: bound and marks in the data directory", "witness.same_domain", 0, `
-keys: {seq: {strategy: monotonic}}`, doctor.Warning, "seq"},
+keys: {seq: {strategy: monotonic}}`, doctor.Info, "seq"},
+		{"SQLite and marks in the data directory beside other nodes", "witness.same_domain", 0, `
+coordinator: postgres://u@db1/ids
+keys: {order: {strategy: segment, node_local: true}}`, doctor.Warning, "order"},
 		{"SQLite in the data directory with a witness elsewhere", "witness.same_domain", 0, `
 witness: etcd://e1:2379/idmint
 keys: {order: {strategy: segment}}`, 0, ""},
