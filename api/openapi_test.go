@@ -83,6 +83,13 @@ type node struct {
 
 func newNode(t *testing.T) *node {
 	t.Helper()
+	return newNodeWith(t, nil)
+}
+
+// newNodeWith is newNode with its config changed by edit before the node
+// starts.
+func newNodeWith(t *testing.T, edit func(*server.Config)) *node {
+	t.Helper()
 	reg := server.NewRegistry()
 	if err := strategies.Register(reg); err != nil {
 		t.Fatal(err)
@@ -101,6 +108,9 @@ func newNode(t *testing.T) *node {
 			// One request, then none for 1,000 s.
 			"slow": {Strategy: "segment", RateLimit: 0.001},
 		}}
+	if edit != nil {
+		edit(cfg)
+	}
 	cfg.SetDefaults()
 	srv, err := server.New(context.Background(), server.Options{Config: cfg, Registry: reg,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),

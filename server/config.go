@@ -71,6 +71,20 @@ type Config struct {
 	// AdminToken guards key administration. Empty: admin calls are served
 	// to loopback clients only.
 	AdminToken string `yaml:"admin_token"`
+	// AdminTokenFile names a file holding admin_token (its first line): a
+	// Kubernetes Secret or Docker secret mounted as a file, so the token
+	// is in no config file, environment variable or process listing.
+	// Override reads it. Give admin_token or admin_token_file, not both.
+	AdminTokenFile string `yaml:"admin_token_file"`
+	// MetricsToken is a scrape-only credential: a request carrying it as
+	// `Authorization: Bearer <token>` may GET /metrics wherever /metrics
+	// is served, and nothing else (no key administration, no pprof, no
+	// dashboard data), so a Prometheus never holds the admin token. The
+	// admin token still reads /metrics too. Empty: none.
+	MetricsToken string `yaml:"metrics_token"`
+	// MetricsTokenFile names a file holding metrics_token, as
+	// admin_token_file does for admin_token.
+	MetricsTokenFile string `yaml:"metrics_token_file"`
 	// TLS, when both files are set, makes the public listener serve HTTPS.
 	TLS TLSConfig `yaml:"tls"`
 	// MaxCount is the most IDs one request may ask for. Default 10000.
@@ -122,6 +136,10 @@ type Config struct {
 	// with Drain.
 	DrainPeriod *Duration `yaml:"drain_period"`
 
+	// adminFromFile and metricsFromFile record that Override read the
+	// token from its file (a second Override does not see the token and
+	// its file as both given).
+	adminFromFile, metricsFromFile bool
 	// getenv is what Override was given, kept for Getenv.
 	getenv func(string) string
 	// src is the document ParseConfig read; Validate finds its problems'
@@ -432,12 +450,18 @@ func absOrSelf(p string) string {
 // os.Getenv in the binary; the package never reads the environment itself):
 //
 //	IDMINT_LISTEN, IDMINT_GRPC_LISTEN, IDMINT_ADMIN_LISTEN, IDMINT_DATA_DIR, IDMINT_COORDINATOR, IDMINT_WITNESS,
-//	IDMINT_STORE (the default store's URL), IDMINT_ADMIN_TOKEN,
+//	IDMINT_STORE (the default store's URL), IDMINT_ADMIN_TOKEN, IDMINT_ADMIN_TOKEN_FILE,
+//	IDMINT_METRICS_TOKEN, IDMINT_METRICS_TOKEN_FILE,
 //	IDMINT_MAX_COUNT, IDMINT_TLS_CERT, IDMINT_TLS_KEY, IDMINT_DRAIN_PERIOD.
 //
+// A token given in the environment, as a value or as a file, replaces
+// both forms in the config. Then Override reads admin_token_file and
+// metrics_token_file into AdminToken and MetricsToken (the file's first
+// line), so every later step sees the tokens themselves.
+//
 // Call it before SetDefaults so that derived defaults follow
-// IDMINT_DATA_DIR. It fails naming the variable and value when one does not
-// parse.
+// IDMINT_DATA_DIR. It fails naming the variable (or field) and value when
+// one does not parse or a token file cannot be read.
 //
 // getenv is kept for Getenv, so strategies can resolve variables a key's
 // options name.
@@ -454,7 +478,12 @@ func (c *Config) Override(getenv func(string) string) error {
 	set("IDMINT_DATA_DIR", &c.DataDir)
 	set("IDMINT_COORDINATOR", &c.Coordinator)
 	set("IDMINT_WITNESS", &c.Witness)
-	set("IDMINT_ADMIN_TOKEN", &c.AdminToken)
+	if err := envToken(getenv, "IDMINT_ADMIN_TOKEN", &c.AdminToken, &c.AdminTokenFile, &c.adminFromFile); err != nil {
+		return err
+	}
+	if err := envToken(getenv, "IDMINT_METRICS_TOKEN", &c.MetricsToken, &c.MetricsTokenFile, &c.metricsFromFile); err != nil {
+		return err
+	}
 	set("IDMINT_TLS_CERT", &c.TLS.CertFile)
 	set("IDMINT_TLS_KEY", &c.TLS.KeyFile)
 	if v := getenv("IDMINT_STORE"); v != "" {
@@ -478,7 +507,10 @@ func (c *Config) Override(getenv func(string) string) error {
 		dd := Duration(d)
 		c.DrainPeriod = &dd
 	}
-	return nil
+	if err := readToken("admin_token", &c.AdminToken, c.AdminTokenFile, &c.adminFromFile); err != nil {
+		return err
+	}
+	return readToken("metrics_token", &c.MetricsToken, c.MetricsTokenFile, &c.metricsFromFile)
 }
 
 // Problem is one thing wrong with a config: the field path
@@ -571,6 +603,22 @@ func (c *Config) Validate(reg *Registry) error {
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		add("admin_token", "(redacted)", "must be at least 16 characters")
+	}
+	if c.MetricsToken != "" {
+		if len(c.MetricsToken) < 16 {
+			add("metrics_token", "(redacted)", "must be at least 16 characters")
+		}
+		if c.MetricsToken == c.AdminToken {
+			add("metrics_token", "(redacted)", "is the admin token: a scrape-only credential must differ from it, or whoever scrapes can administer")
+		}
+	}
+	for _, f := range []struct{ field, token, file string }{
+		{"admin_token_file", c.AdminToken, c.AdminTokenFile},
+		{"metrics_token_file", c.MetricsToken, c.MetricsTokenFile},
+	} {
+		if f.file != "" && f.token == "" {
+			add(f.field, f.file, "was not read (Config.Override reads it)")
+		}
 	}
 	if c.DataDir == "" {
 		add("data_dir", "", "must not be empty")

@@ -79,11 +79,15 @@ type Server struct {
 
 	surfaces []Surface // Options.Surfaces, built
 
-	adminToken   []tokenHash
-	retired      atomic.Pointer[map[string][]tokenHash] // deleted keys' tokens (retired.go)
-	closed       atomic.Bool
-	recent       refusalList  // the recent refusals (Refusals)
-	readyLogNext atomic.Int64 // Mono (ns) before which /readyz does not log its cause again
+	adminToken []tokenHash
+	// metricsToken is metrics_token's hash: it grants /metrics and
+	// nothing else. scrapeTokens is it and the admin token's, the tokens
+	// /metrics takes when a metrics token is configured.
+	metricsToken, scrapeTokens []tokenHash
+	retired                    atomic.Pointer[map[string][]tokenHash] // deleted keys' tokens (retired.go)
+	closed                     atomic.Bool
+	recent                     refusalList  // the recent refusals (Refusals)
+	readyLogNext               atomic.Int64 // Mono (ns) before which /readyz does not log its cause again
 
 	// Shutdown's phases (drain.go): draining from the start of the
 	// drain; skipCtx ends with SkipDrain; stopCtx when the listeners
@@ -153,6 +157,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.stopCtx, s.stopStreams = context.WithCancel(context.Background())
 	if o.Config.AdminToken != "" {
 		s.adminToken = hashTokens([]string{o.Config.AdminToken})
+	}
+	if o.Config.MetricsToken != "" {
+		s.metricsToken = hashTokens([]string{o.Config.MetricsToken})
+		s.scrapeTokens = append(append([]tokenHash(nil), s.metricsToken...), s.adminToken...)
 	}
 	empty := map[string]*Key{}
 	s.keys.Store(&empty)
@@ -348,17 +356,32 @@ func (k *Key) issuerReadier() (Readier, bool) {
 //
 // /metrics is left out (404) unless Config.MetricsPublic: by default it
 // moves to the admin listener when one is configured.
+//
+// With a metrics_token, the public /metrics answers only requests carrying
+// it or the admin token: a configured scrape credential guards /metrics
+// wherever it is served.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
 	h := s.canonical(mux)
-	if s.cfg.MetricsPublic() {
+	if s.cfg.MetricsPublic() && len(s.metricsToken) == 0 {
 		return h
 	}
+	public := s.cfg.MetricsPublic()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
-			s.notFound(w, r)
-			return
+			if !public {
+				s.notFound(w, r)
+				return
+			}
+			allowed := s.scrapeTokens
+			if !scrapeMethod(r.Method) {
+				allowed = s.adminToken // the metrics token reads, nothing more
+			}
+			if st := authorize(r, allowed); st != 0 {
+				s.WriteError(w, *authAnswer(st))
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -472,13 +495,24 @@ func (s *Server) AdminHandler() http.Handler {
 		// the page cannot send the token: with an admin token they are
 		// served to anyone reaching the listener (the page then asks for
 		// the token); without one, to loopback only, like the rest.
-		if e := s.adminCheck(r); e != nil && !(len(s.adminToken) > 0 && s.public(r.URL.Path)) {
+		if e := s.adminCheck(r); e != nil && !(len(s.adminToken) > 0 && s.public(r.URL.Path)) && !s.scrapes(r) {
 			s.WriteError(w, *e)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// scrapes reports whether r is a GET (or HEAD) of /metrics with the
+// metrics token: the one thing that token grants. It is checked after the
+// admin token, for this request only, so it opens no other route (pprof,
+// key administration, the dashboard's data) and no other method.
+func (s *Server) scrapes(r *http.Request) bool {
+	return r.URL.Path == "/metrics" && scrapeMethod(r.Method) && len(s.metricsToken) > 0 && authorize(r, s.metricsToken) == 0
+}
+
+// scrapeMethod reports whether method reads: what a scrape sends.
+func scrapeMethod(method string) bool { return method == http.MethodGet || method == http.MethodHead }
 
 // servesGRPC reports whether a surface registers a gRPC service.
 func (s *Server) servesGRPC() bool {
@@ -512,6 +546,12 @@ func (s *Server) adminCheck(r *http.Request) *ErrorAnswer {
 	} else if e := browserGuard(r); e != nil {
 		return e
 	}
+	return authAnswer(st)
+}
+
+// authAnswer is the refusal for an authorize status: nil for 0, the
+// missing token's 401 or the wrong token's 403.
+func authAnswer(st int) *ErrorAnswer {
 	switch st {
 	case 0:
 		return nil
