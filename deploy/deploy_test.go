@@ -511,6 +511,13 @@ func k8sObjects(t *testing.T) []k8sObject {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseK8s(t, "k8s/idmint.yaml", b)
+}
+
+// parseK8s reads the objects of a multi-document manifest (empty
+// documents, as helm template leaves between its sources, skipped).
+func parseK8s(t *testing.T, where string, b []byte) []k8sObject {
+	t.Helper()
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var out []k8sObject
 	for {
@@ -518,7 +525,10 @@ func k8sObjects(t *testing.T) []k8sObject {
 		if err := dec.Decode(&n); err == io.EOF {
 			break
 		} else if err != nil {
-			t.Fatalf("k8s/idmint.yaml: %v", err)
+			t.Fatalf("%s: %v", where, err)
+		}
+		if len(n.Content) == 0 || n.Content[0].Kind != yaml.MappingNode {
+			continue
 		}
 		var o k8sObject
 		if err := n.Decode(&o); err != nil {
@@ -575,13 +585,33 @@ type (
 	k8sSelector struct {
 		MatchLabels map[string]string `yaml:"matchLabels"`
 	}
+	// k8sSecretSource is a secret volume's (secretName) or a projected
+	// volume's secret source (name).
+	k8sSecretSource struct {
+		Name       string
+		SecretName string `yaml:"secretName"`
+		Items      []struct{ Key, Path string }
+	}
 )
 
 // TestKubernetes: StatefulSet, headless Service, PodDisruptionBudget,
 // probes on /healthz and /readyz, a PVC for the data directory; the
 // config in the ConfigMap passes --check with the pod's environment.
 func TestKubernetes(t *testing.T) {
-	objs := k8sObjects(t)
+	checkKubernetes(t, k8sObjects(t))
+}
+
+// secretContent is what the test mounts for a Secret's key at path: a
+// distinct token per file (the metrics token may not be the admin token).
+func secretContent(path string) string {
+	return "test-secret-" + filepath.Base(path) + "-0123456789"
+}
+
+// checkKubernetes checks one set of manifests (deploy/k8s's, or what the
+// Helm chart renders) and returns the configuration its pods run with
+// (nil when it could not be loaded).
+func checkKubernetes(t *testing.T, objs []k8sObject) *server.Config {
+	t.Helper()
 	byKind := map[string][]k8sObject{}
 	for _, o := range objs {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
@@ -615,8 +645,14 @@ func TestKubernetes(t *testing.T) {
 							Name  string
 							Items []struct{ Key, Path string }
 						} `yaml:"configMap"`
-						EmptyDir              any `yaml:"emptyDir"`
-						PersistentVolumeClaim any `yaml:"persistentVolumeClaim"`
+						EmptyDir              any              `yaml:"emptyDir"`
+						PersistentVolumeClaim any              `yaml:"persistentVolumeClaim"`
+						Secret                *k8sSecretSource `yaml:"secret"`
+						Projected             *struct {
+							Sources []struct {
+								Secret *k8sSecretSource
+							}
+						}
 					}
 				}
 			}
@@ -697,6 +733,30 @@ func TestKubernetes(t *testing.T) {
 				continue
 			}
 			found = true
+			var secrets []*k8sSecretSource
+			if v.Secret != nil {
+				secrets = append(secrets, v.Secret)
+			}
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					if src.Secret != nil {
+						secrets = append(secrets, src.Secret)
+					}
+				}
+			}
+			for _, sec := range secrets {
+				if len(sec.Items) == 0 {
+					t.Errorf("volume %s: secret %s%s mounts all its keys; name them (items), so the files the config names are known", v.Name, sec.Name, sec.SecretName)
+				}
+				dir := t.TempDir()
+				for _, it := range sec.Items {
+					here := filepath.Join(dir, filepath.Base(it.Path))
+					if err := os.WriteFile(here, []byte(secretContent(it.Path)), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					r.files[filepath.Join(m.MountPath, it.Path)] = here
+				}
+			}
 			if v.ConfigMap == nil {
 				continue
 			}
@@ -771,8 +831,8 @@ func TestKubernetes(t *testing.T) {
 		}
 		// The data directory must be the PVC's mount: the worker's horizon
 		// file lives there.
-		if !strings.HasPrefix(cfg.Coordinator, "k8s://") && !strings.HasPrefix(cfg.Coordinator, "etcd://") {
-			t.Errorf("coordinator %s: a StatefulSet wants k8s:// or etcd://", cfg.Coordinator)
+		if !strings.HasPrefix(cfg.Coordinator, "k8s://") && !strings.HasPrefix(cfg.Coordinator, "etcd://") && !strings.HasPrefix(cfg.Coordinator, "zk://") {
+			t.Errorf("coordinator %s: a StatefulSet wants k8s://, etcd:// or zk://", cfg.Coordinator)
 		}
 	}
 
@@ -829,6 +889,7 @@ func TestKubernetes(t *testing.T) {
 	if len(pvc) == 0 {
 		t.Error("the StatefulSet has no volumeClaimTemplates")
 	}
+	return cfg
 }
 
 // checkRun checks one way of starting idmint against the code and returns
@@ -890,6 +951,7 @@ func checkRun(t *testing.T, r run) *server.Config {
 			t.Fatal(err)
 		}
 		hostPath = abs
+		hostPath = mountedPaths(t, hostPath, path, r.files)
 	}
 
 	// idmint serve --check, with the run's flags and environment.
@@ -993,6 +1055,38 @@ func checkRun(t *testing.T, r run) *server.Config {
 		checkK8sCoordinator(t, r, cfg.Coordinator)
 	}
 	return cfg
+}
+
+// mountedPaths returns the config at hostPath with every other file the
+// deployment mounts (token files, store passwords) named by its path on
+// this machine, written to a copy when any is named; the config itself
+// (inside) is left out.
+func mountedPaths(t *testing.T, hostPath, inside string, files map[string]string) string {
+	t.Helper()
+	b, err := os.ReadFile(hostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []string
+	for in := range files {
+		if in != inside {
+			ins = append(ins, in)
+		}
+	}
+	// Longest first: /a/b-2 before /a/b.
+	sort.Slice(ins, func(i, j int) bool { return len(ins[i]) > len(ins[j]) })
+	cfg := string(b)
+	for _, in := range ins {
+		cfg = strings.ReplaceAll(cfg, in, files[in])
+	}
+	if cfg == string(b) {
+		return hostPath
+	}
+	p := filepath.Join(t.TempDir(), filepath.Base(hostPath))
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func checkK8sCoordinator(t *testing.T, r run, coord string) {
@@ -1122,7 +1216,7 @@ func TestYAMLParses(t *testing.T) {
 func yamlFiles(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, g := range []string{"*/*.yaml", "*/*.yml"} {
+	for _, g := range []string{"*/*.yaml", "*/*.yml", "helm/*/*.yaml", "helm/*/ci/*.yaml"} {
 		m, _ := filepath.Glob(g)
 		out = append(out, m...)
 	}
@@ -1253,10 +1347,19 @@ func TestDockerfileLint(t *testing.T) {
 // TestKubernetesSchema validates every manifest object against the
 // Kubernetes OpenAPI schema as npm's kubernetes-models ships it.
 func TestKubernetesSchema(t *testing.T) {
+	validateSchema(t, k8sObjects(t))
+}
+
+// validateSchema runs validate-k8s.mjs over objs: kubernetes-models'
+// schemas, and @kubernetes-models/prometheus-operator's for a
+// ServiceMonitor.
+func validateSchema(t *testing.T, k8s []k8sObject) {
+	t.Helper()
 	node := tool(t, "node")
 	tool(t, "kubernetes-models", "validators", "node_modules", "kubernetes-models", "package.json")
+	tool(t, "@kubernetes-models/prometheus-operator", "validators", "node_modules", "@kubernetes-models", "prometheus-operator", "package.json")
 	var objs []map[string]any
-	for _, o := range k8sObjects(t) {
+	for _, o := range k8s {
 		objs = append(objs, o.raw)
 	}
 	b, err := json.Marshal(objs)
