@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -166,6 +167,10 @@ func TestHelmChart(t *testing.T) {
 	}
 }
 
+// secretPathRE finds the files a config names for its secrets: the
+// *_token_file fields and the URLs' password_file parameters.
+var secretPathRE = regexp.MustCompile(`(?:_token_file: |password_file=)([^&\s"']+)`)
+
 // chartObjects are the parts of the rendered objects checkChart reads.
 type (
 	chartPod struct {
@@ -188,8 +193,13 @@ type (
 							Requests map[string]string
 							Limits   map[string]string
 						}
+						VolumeMounts []struct {
+							Name      string
+							MountPath string `yaml:"mountPath"`
+						} `yaml:"volumeMounts"`
 					}
 					Volumes []struct {
+						Name      string
 						Projected *struct {
 							Sources []struct {
 								Secret *k8sSecretSource
@@ -259,6 +269,8 @@ func checkChart(t *testing.T, objs []k8sObject, valuesFile string) {
 		readYAML(t, valuesFile, &values)
 	}
 	files := map[string]secretRef{} // mounted file name -> its Secret's key
+	mounted := map[string]bool{}    // secret files' paths in the pod
+	var named []string              // secret files the config names
 	var monitors []chartMonitor
 	idsSvc, adminSvc := 0, 0
 	for _, o := range objs {
@@ -283,6 +295,12 @@ func checkChart(t *testing.T, objs []k8sObject, valuesFile string) {
 					}
 				}
 			}
+			mounts := map[string]string{}
+			for _, c := range ps.Containers {
+				for _, m := range c.VolumeMounts {
+					mounts[m.Name] = m.MountPath
+				}
+			}
 			for _, v := range ps.Volumes {
 				if v.Projected == nil {
 					continue
@@ -293,7 +311,16 @@ func checkChart(t *testing.T, objs []k8sObject, valuesFile string) {
 					}
 					for _, it := range s.Secret.Items {
 						files[it.Path] = secretRef{s.Secret.Name, it.Key}
+						mounted[filepath.Join(mounts[v.Name], it.Path)] = true
 					}
+				}
+			}
+		case "ConfigMap":
+			var cm struct{ Data map[string]string }
+			decode(o, &cm)
+			for _, d := range cm.Data {
+				for _, m := range secretPathRE.FindAllStringSubmatch(d, -1) {
+					named = append(named, m[1])
 				}
 			}
 		case "Service":
@@ -349,6 +376,17 @@ func checkChart(t *testing.T, objs []k8sObject, valuesFile string) {
 			monitors = append(monitors, m)
 		}
 	}
+	// Every token and password file the config names is one the pod
+	// mounts (serve --check reads the token files, but a password file
+	// only when it connects).
+	if len(named) < 2 {
+		t.Errorf("the config names secret files %v, want admin_token_file and metrics_token_file at least", named)
+	}
+	for _, p := range named {
+		if !mounted[p] {
+			t.Errorf("the config names %s, which the pod does not mount (it mounts %v)", p, mounted)
+		}
+	}
 	if idsSvc != 1 || adminSvc != 1 {
 		t.Errorf("%d Service(s) for IDs and %d for the admin port, want one each", idsSvc, adminSvc)
 	}
@@ -390,6 +428,8 @@ func TestHelmChartRefuses(t *testing.T) {
 	}{
 		{[]string{"workerIds.mode=coordinator", "coordinator.url=etcd://etcd:2379/idmint"}, "networkPolicy.egress"},
 		{[]string{"stores.default.url=postgres://idmint@db:5432/idmint"}, "networkPolicy.egress"},
+		{[]string{"witness.url=etcd://etcd:2379/idmint-witness"}, "networkPolicy.egress"},
+		{[]string{"stores.default.url=postgres://idmint@db:5432/idmint", "stores.default.password=x", "stores.default.existingSecret=s", "networkPolicy.enabled=false"}, "not both"},
 		{[]string{"workerIds.mode=coordinator"}, "coordinator.url"},
 		{[]string{"workerIds.mode=random"}, "workerIds.mode"},
 		{[]string{"probes.readiness.periodSeconds=5"}, "drain.drainPeriodSeconds"},

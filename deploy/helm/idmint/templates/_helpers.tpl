@@ -38,14 +38,43 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.metricsToken.existingSecret -}}{{ .Values.metricsToken.existingSecretKey }}{{- else -}}metrics-token{{- end -}}
 {{- end -}}
 
-{{/* A store's URL with password_file= naming its mounted password, when it has one. */}}
-{{- define "idmint.storeURL" -}}
-{{- $url := .store.url | required (printf "stores.%s.url is required" .name) -}}
-{{- if or .store.password .store.existingSecret -}}
-{{- if contains "password_file=" $url -}}
-{{- fail (printf "stores.%s.url names password_file itself; give the password in stores.%s.password or existingSecret instead" .name .name) -}}
+{{/*
+The remote services the pods log in to, by the file their password is
+mounted as: each store, the coordinator (mode "coordinator") and the
+witness (a URL). Each has field (its values path), url, and optionally
+password or existingSecret/existingSecretKey. Rendered as YAML; read back
+with fromYaml.
+*/}}
+{{- define "idmint.remotes" -}}
+{{- $out := dict -}}
+{{- range $name, $s := .Values.stores -}}
+{{- $_ := set $out (printf "store-%s" $name) (merge (dict "field" (printf "stores.%s" $name)) $s) -}}
 {{- end -}}
-{{- printf "%s%spassword_file=%s/store-%s" $url (ternary "&" "?" (contains "?" $url)) (include "idmint.secretDir" .root) .name -}}
+{{- if eq .Values.workerIds.mode "coordinator" -}}
+{{- $_ := set $out "coordinator" (merge (dict "field" "coordinator") .Values.coordinator) -}}
+{{- end -}}
+{{- if and .Values.witness.url (ne .Values.witness.url "none") -}}
+{{- $_ := set $out "witness" (merge (dict "field" "witness") .Values.witness) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* Whether a remote has a password to mount. */}}
+{{- define "idmint.hasPassword" -}}
+{{- if and .password .existingSecret -}}
+{{- fail (printf "%s: give password or existingSecret, not both" .field) -}}
+{{- end -}}
+{{- if or .password .existingSecret -}}true{{- end -}}
+{{- end -}}
+
+{{/* A remote's URL with password_file= naming its mounted password, when it has one. */}}
+{{- define "idmint.remoteURL" -}}
+{{- $url := .remote.url | required (printf "%s.url is required" .remote.field) -}}
+{{- if include "idmint.hasPassword" .remote -}}
+{{- if contains "password_file=" $url -}}
+{{- fail (printf "%s.url names password_file itself; give the password in %s.password or %s.existingSecret instead" .remote.field .remote.field .remote.field) -}}
+{{- end -}}
+{{- printf "%s%spassword_file=%s/%s" $url (ternary "&" "?" (contains "?" $url)) (include "idmint.secretDir" .root) .file -}}
 {{- else -}}
 {{- $url -}}
 {{- end -}}
