@@ -22,11 +22,15 @@ func isPlaceholder(secret string) bool {
 	return false
 }
 
-// refusePlaceholderSecrets refuses a configuration whose admin token is still
-// an example file's placeholder: `serve --check` and `serve` both call it.
+// refusePlaceholderSecrets refuses a configuration whose admin or metrics
+// token is still an example file's placeholder: `serve --check` and `serve`
+// both call it.
 func refusePlaceholderSecrets(cfg *server.Config) error {
 	if cfg.AdminToken != "" && isPlaceholder(cfg.AdminToken) {
 		return usagef("admin_token (env IDMINT_ADMIN_TOKEN) is still the example placeholder %q; set a long random one, e.g. openssl rand -hex 24", cfg.AdminToken)
+	}
+	if cfg.MetricsToken != "" && isPlaceholder(cfg.MetricsToken) {
+		return usagef("metrics_token (env IDMINT_METRICS_TOKEN) is still the example placeholder %q; set a long random one, e.g. openssl rand -hex 24", cfg.MetricsToken)
 	}
 	return nil
 }
