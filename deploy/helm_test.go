@@ -31,34 +31,37 @@ var (
 	helmErr  error
 )
 
-// helm builds Helm from the version pinned in tools/helm/go.mod (a module
-// of its own, so the main module never depends on it) and returns its
-// path. Without the module cache or a network to fill it, or when the
-// build does not finish before the test's deadline, the test skips saying
-// so; under CI=true it fails. scripts/test.sh builds it before the tests,
-// so here it is a cache hit (the first build takes minutes).
+// helm returns the path of Helm as pinned in tools/helm/go.mod (a module
+// of its own, so the main module never depends on it): `go tool -n helm`
+// there builds it into the build cache when it is not there yet and
+// prints the cached executable's path. Without the module cache or a
+// network to fill it, or when the build does not finish before the
+// test's deadline, the test skips saying so; under CI=true it fails.
+// scripts/test.sh builds it before the tests, so here it is a cache hit
+// (the first build takes minutes).
 func helm(t *testing.T) string {
 	t.Helper()
 	helmOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "idmint-helm")
-		if err != nil {
-			helmErr = err
-			return
-		}
-		helmPath = filepath.Join(dir, "helm")
 		limit := 15 * time.Minute
 		if d, ok := t.Deadline(); ok {
 			limit = min(limit, time.Until(d)-2*time.Minute)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		defer cancel()
-		c := exec.CommandContext(ctx, "go", "build", "-o", helmPath, "helm.sh/helm/v4/cmd/helm")
+		c := exec.CommandContext(ctx, "go", "tool", "-n", "helm")
 		c.Dir = filepath.Join("..", "tools", "helm")
-		if out, err := c.CombinedOutput(); err != nil {
+		var stderr strings.Builder
+		c.Stderr = &stderr
+		out, err := c.Output()
+		helmPath = strings.TrimSpace(string(out))
+		if err == nil && helmPath == "" {
+			err = errors.New("printed no path")
+		}
+		if err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				err = fmt.Errorf("did not finish in %v", limit.Round(time.Second))
 			}
-			helmErr = fmt.Errorf("cannot build helm (cd tools/helm && go build helm.sh/helm/v4/cmd/helm): %v\n%s", err, out)
+			helmErr = fmt.Errorf("cannot build helm (cd tools/helm && go tool -n helm): %v\n%s", err, stderr.String())
 		}
 	})
 	if helmErr != nil {
