@@ -422,7 +422,8 @@ func checkChart(t *testing.T, objs []k8sObject, valuesFile string) {
 // TestHelmChartRefuses: values the pods could not run with fail to
 // render, naming the value: a coordinator, store or witness without an
 // egress rule to reach it, a readiness probe slower than the drain, a
-// config field the chart sets itself.
+// config field the chart sets itself, and (values.schema.json) a misspelt
+// or mistyped value.
 func TestHelmChartRefuses(t *testing.T) {
 	helm(t)
 	for _, tc := range []struct {
@@ -434,7 +435,9 @@ func TestHelmChartRefuses(t *testing.T) {
 		{[]string{"witness.url=etcd://etcd:2379/idmint-witness"}, "networkPolicy.egress"},
 		{[]string{"stores.default.url=postgres://idmint@db:5432/idmint", "stores.default.password=x", "stores.default.existingSecret=s", "networkPolicy.enabled=false"}, "not both"},
 		{[]string{"workerIds.mode=coordinator"}, "coordinator.url"},
-		{[]string{"workerIds.mode=random"}, "workerIds.mode"},
+		{[]string{"workerIds.mode=random"}, "/workerIds/mode"}, // values.schema.json
+		{[]string{"replica=3"}, "'replica' not allowed"},       // a misspelt value is refused, not ignored
+		{[]string{"metricsToken.value=short"}, "/metricsToken/value"},
 		{[]string{"probes.readiness.periodSeconds=5"}, "drain.drainPeriodSeconds"},
 		{[]string{"config.admin_token=0123456789abcdef"}, "config.admin_token"},
 	} {
