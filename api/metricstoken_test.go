@@ -114,3 +114,40 @@ func TestMetricsTokenScrapesOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsTokenWithoutAdminToken: on a loopback node without an admin
+// token whose public listener serves /metrics, a configured metrics token
+// still guards /metrics (no token: 401) and still only reads it (a POST
+// with it: 403).
+func TestMetricsTokenWithoutAdminToken(t *testing.T) {
+	n := newNodeWith(t, func(c *server.Config) {
+		c.AdminToken, c.AdminListen, c.MetricsToken = "", "", metricsToken
+	})
+	for _, tc := range []struct {
+		method, token string
+		want          int
+	}{
+		{http.MethodGet, metricsToken, http.StatusOK},
+		{http.MethodHead, metricsToken, http.StatusOK},
+		{http.MethodGet, "", http.StatusUnauthorized},
+		{http.MethodGet, otherToken, http.StatusForbidden},
+		{http.MethodPost, metricsToken, http.StatusForbidden},
+		{http.MethodPost, "", http.StatusUnauthorized},
+	} {
+		req, err := http.NewRequest(tc.method, n.pub.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("%s /metrics with token %q: %d, want %d", tc.method, tc.token, res.StatusCode, tc.want)
+		}
+	}
+}

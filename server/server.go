@@ -374,11 +374,11 @@ func (s *Server) Handler() http.Handler {
 				s.notFound(w, r)
 				return
 			}
-			allowed := s.scrapeTokens
-			if !scrapeMethod(r.Method) {
-				allowed = s.adminToken // the metrics token reads, nothing more
+			st := authorize(r, s.scrapeTokens)
+			if st == 0 && !scrapeMethod(r.Method) && (len(s.adminToken) == 0 || authorize(r, s.adminToken) != 0) {
+				st = http.StatusForbidden // the metrics token reads, nothing more
 			}
-			if st := authorize(r, allowed); st != 0 {
+			if st != 0 {
 				s.WriteError(w, *authAnswer(st))
 				return
 			}
