@@ -706,7 +706,7 @@ func checkKubernetes(t *testing.T, objs []k8sObject) *server.Config {
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['apps.kubernetes.io/pod-index']":
 			r.env[e.Name] = "0"
 		case e.ValueFrom.SecretKeyRef != nil:
-			r.env[e.Name] = dummyToken
+			r.env[e.Name] = secretContent(e.ValueFrom.SecretKeyRef.Key) // one value per key: the metrics token may not be the admin token
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			r.env[e.Name] = configMaps[e.ValueFrom.ConfigMapKeyRef.Name][e.ValueFrom.ConfigMapKeyRef.Key]
 		default:
