@@ -889,6 +889,40 @@ func checkKubernetes(t *testing.T, objs []k8sObject) *server.Config {
 	if len(pvc) == 0 {
 		t.Error("the StatefulSet has no volumeClaimTemplates")
 	}
+	// The NetworkPolicy limits both ways: what reaches the pods, and what
+	// they reach (DNS and the servers the config names), so a compromised
+	// pod cannot talk to anything else.
+	if len(byKind["NetworkPolicy"]) != 1 {
+		t.Errorf("want one NetworkPolicy, have %d", len(byKind["NetworkPolicy"]))
+	}
+	for _, o := range byKind["NetworkPolicy"] {
+		var np struct {
+			Spec struct {
+				PodSelector k8sSelector `yaml:"podSelector"`
+				PolicyTypes []string    `yaml:"policyTypes"`
+				Egress      []map[string]any
+			}
+		}
+		decode(o, &np)
+		if !matches(np.Spec.PodSelector.MatchLabels) {
+			t.Errorf("NetworkPolicy %s selects other pods than the StatefulSet's", o.Metadata.Name)
+		}
+		if !slices.Contains(np.Spec.PolicyTypes, "Ingress") || !slices.Contains(np.Spec.PolicyTypes, "Egress") {
+			t.Errorf("NetworkPolicy %s: policyTypes %v, want Ingress and Egress", o.Metadata.Name, np.Spec.PolicyTypes)
+		}
+		dns := false
+		for _, e := range np.Spec.Egress {
+			if to, _ := e["to"].([]any); len(to) == 0 {
+				t.Errorf("NetworkPolicy %s: egress rule %v allows every destination", o.Metadata.Name, e)
+			}
+			if strings.Contains(fmt.Sprint(e["ports"]), "port:53") {
+				dns = true
+			}
+		}
+		if !dns {
+			t.Errorf("NetworkPolicy %s: no egress rule for DNS (port 53)", o.Metadata.Name)
+		}
+	}
 	return cfg
 }
 

@@ -532,8 +532,14 @@ func etcdPlace(coord string) string {
 func checkUnfenced(cfg *server.Config, o Options) []Finding {
 	scheme, _, _ := strings.Cut(cfg.Coordinator, "://")
 	var how string
+	sev := Warning
 	switch strings.ToLower(scheme) {
 	case "k8s":
+		// The shipped StatefulSet and the Helm chart's ordinal mode run
+		// this way: the pod's volume (ReadWriteOnce) and the data
+		// directory's lock stand in for a lease in all but the forced
+		// case, so it is said, not warned about at every start.
+		sev = Info
 		how = "the pod's StatefulSet ordinal: two pods with one ordinal run at once after a forced delete (kubectl delete pod --force) or a node lost for good"
 	case "ip":
 		how = "the low 16 bits of the node's IPv4 address (truncated to the worker field): nodes in different subnets, or two processes on one host, share it"
@@ -551,7 +557,7 @@ func checkUnfenced(cfg *server.Config, o Options) []Finding {
 	if len(keys) == 0 {
 		return nil
 	}
-	return []Finding{{Check: "workers.unfenced", Severity: Warning,
+	return []Finding{{Check: "workers.unfenced", Severity: sev,
 		Promise: fmt.Sprintf("IDs of snowflake key(s) %s never repeat only while no two processes derive the same worker ID: nothing leases it, so nothing stops the second", shownList(keys, 5)),
 		Found:   fmt.Sprintf("the coordinator %s derives the worker ID from %s", sqldb.Redact(cfg.Coordinator), how),
 		Fix:     "use a coordinator that leases worker IDs with a fencing generation (etcd://, zk://, or a SQL database): a second holder waits for the first's lease to end"}}

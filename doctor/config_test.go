@@ -152,6 +152,9 @@ keys: {sf: {strategy: snowflake}}`, 0, ""},
 keys: {sf: {strategy: snowflake, options: {worker_limit: "4"}}}`, 0, ""},
 		{"StatefulSet ordinals", "workers.unfenced", 0, `
 coordinator: k8s://idmint-2
+keys: {sf: {strategy: snowflake}}`, doctor.Info, "-"},
+		{"IP addresses", "workers.unfenced", 0, `
+coordinator: ip://
 keys: {sf: {strategy: snowflake}}`, doctor.Warning, "-"},
 		{"etcd leases", "workers.unfenced", 0, `
 coordinator: etcd://e1:2379/idmint
