@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/idmint/idmint/region"
 )
 
 // Config is the whole server configuration. Load it with ParseConfig (YAML),
@@ -129,6 +131,10 @@ type Config struct {
 	WriteTimeout      Duration `yaml:"write_timeout"`
 	IdleTimeout       Duration `yaml:"idle_timeout"`
 	ShutdownTimeout   Duration `yaml:"shutdown_timeout"`
+	// Region names the region (datacenter) this node belongs to, when
+	// several regions that share no store and no coordinator split one ID
+	// space. Unset: a single region, every ID as without the section.
+	Region RegionConfig `yaml:"region"`
 	// DrainPeriod is how long a node keeps serving after SIGTERM while
 	// /readyz answers 503 "draining", so load balancers and Kubernetes
 	// move clients to other nodes before it stops accepting. Nil: the
@@ -163,6 +169,35 @@ func (c *Config) Getenv(name string) string {
 		return ""
 	}
 	return c.getenv(name)
+}
+
+// RegionConfig is the region: section. Its fields are fixed for the
+// lifetime of the keys: the region's share of every key's ID space
+// follows from Index and Count.
+type RegionConfig struct {
+	// Name names the region ("eu-west"): lower-case letters, digits and
+	// '-'. Required when the section is set.
+	Name string `yaml:"name"`
+	// Index is the region's place, 0 <= Index < Count.
+	Index int `yaml:"index"`
+	// Count is how many regions the ID space is split among.
+	Count int `yaml:"count"`
+	// Registry, optional, is where every region claims its index once:
+	// an etcd://host:port/prefix URL or a postgres:// or mysql:// database
+	// every region reaches.
+	Registry string `yaml:"registry"`
+}
+
+// Set reports whether the config has a region: section.
+func (r RegionConfig) Set() bool { return r != RegionConfig{} }
+
+// RegionSpec returns the configured region; the zero Region when none is
+// set.
+func (c *Config) RegionSpec() region.Region {
+	if c == nil || !c.Region.Set() {
+		return region.Region{}
+	}
+	return region.Region{Name: c.Region.Name, Index: c.Region.Index, Count: c.Region.Count}
 }
 
 // TLSConfig names a certificate and its key (PEM files).
@@ -644,6 +679,9 @@ func (c *Config) Validate(reg *Registry) error {
 			}
 		}
 	}
+	if c.Region.Set() {
+		ps = append(ps, c.checkRegion()...)
+	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		add("tls", c.TLS.CertFile+","+c.TLS.KeyFile, "cert_file and key_file must be given together")
 	}
@@ -711,6 +749,34 @@ func (c *Config) Validate(reg *Registry) error {
 		}
 	}
 	return &ValidationError{ps}
+}
+
+// checkRegion validates the region: section.
+func (c *Config) checkRegion() []Problem {
+	var ps []Problem
+	r := c.Region
+	if r.Name == "" {
+		ps = append(ps, Problem{Field: "region.name", Message: "is required when region is set (lower-case letters, digits and '-', e.g. eu-west)"})
+	} else if err := (region.Region{Name: r.Name, Index: 0, Count: 1}).Validate(); err != nil {
+		ps = append(ps, Problem{Field: "region.name", Value: r.Name, Message: "is not a region name (lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit, e.g. eu-west)"})
+	}
+	if r.Count < 1 || r.Count > region.MaxCount {
+		ps = append(ps, Problem{Field: "region.count", Value: strconv.Itoa(r.Count), Message: fmt.Sprintf("must be between 1 and %d: the number of regions the ID space is split among", region.MaxCount)})
+	} else if r.Index < 0 || r.Index >= r.Count {
+		ps = append(ps, Problem{Field: "region.index", Value: strconv.Itoa(r.Index), Message: fmt.Sprintf("must be between 0 and %d (region.count is %d)", r.Count-1, r.Count)})
+	}
+	if r.Registry != "" {
+		scheme, _, ok := strings.Cut(r.Registry, "://")
+		switch strings.ToLower(scheme) {
+		case "etcd", "postgres", "postgresql", "mysql":
+		default:
+			ok = false
+		}
+		if !ok {
+			ps = append(ps, Problem{Field: "region.registry", Value: redactURL(r.Registry), Message: `must be empty or an etcd://host:port/prefix, postgres:// or mysql:// URL every region reaches`})
+		}
+	}
+	return ps
 }
 
 // checkKey validates one key; prefix is the field path of the key.
