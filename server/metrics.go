@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +76,15 @@ func newMetrics(s *Server) *metrics {
 		Name: "idmint_answer_budget_bytes",
 		Help: "Bytes of answers held for clients that have not read them yet (at most answer_budget, plus answers of at most 1 KiB).",
 	}, func() float64 { return float64(s.budget.inUse()) })
+	if r := s.cfg.RegionSpec(); r.Name != "" {
+		info := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "idmint_region_info",
+			Help:        "1: the region this node belongs to, its index and the number of regions the ID space is split among.",
+			ConstLabels: prometheus.Labels{"region": r.Name, "index": strconv.Itoa(r.Index), "count": strconv.Itoa(r.Count)},
+		})
+		info.Set(1)
+		m.reg.MustRegister(info)
+	}
 	m.reg.MustRegister(m.issued, m.hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, m.abandoned, budgetInUse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -55,6 +55,7 @@ type Registry struct {
 	strategies map[string]Strategy
 	layouts    map[string]Layout
 	builder    LayoutBuilder
+	start      []func(ctx context.Context, env *Env) error
 }
 
 // ErrRegistered is returned by Register and RegisterLayout when the name is
@@ -101,6 +102,21 @@ func (r *Registry) SetLayoutBuilder(b LayoutBuilder) {
 	r.mu.Lock()
 	r.builder = b
 	r.mu.Unlock()
+}
+
+// OnStart adds a check New runs once the config is valid and before any
+// key is built (the region's identity against what its coordinator
+// records): an error refuses the start.
+func (r *Registry) OnStart(check func(ctx context.Context, env *Env) error) {
+	r.mu.Lock()
+	r.start = append(r.start, check)
+	r.mu.Unlock()
+}
+
+func (r *Registry) startChecks() []func(ctx context.Context, env *Env) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]func(ctx context.Context, env *Env) error(nil), r.start...)
 }
 
 // Strategy returns the strategy called name.

@@ -169,6 +169,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.metrics.startFindings(o.Findings)
+	if r := o.Config.RegionSpec(); r.Name != "" {
+		s.log.Info("region: this node serves its region's share of every key's ID space", "region", r.Name, "index", r.Index, "count", r.Count)
+	}
 
 	all := map[string]*Key{}
 	fail := func(err error) (*Server, error) {
@@ -201,6 +204,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 				return fail(&ValidationError{ps})
 			}
 			start[name] = kc
+		}
+	}
+	for _, check := range s.reg.startChecks() {
+		if err := check(ctx, s.env); err != nil {
+			return fail(err)
 		}
 	}
 	if err := s.prepare(ctx, start); err != nil {

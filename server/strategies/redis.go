@@ -154,7 +154,7 @@ func newRedis(ctx context.Context, env *server.Env, name string, k server.KeyCon
 	po.PoolSize, po.MinIdleConns, po.MaxRetries = 1, 0, -1
 	po.DialTimeout, po.ReadTimeout, po.WriteTimeout = time.Second, time.Second, time.Second
 	env.Logger.Info("redis key ready", "key", name, "redis", opts.Addr, "counter_key", counterKey, "mark_store", k.Store, "ceiling", c.Ceiling())
-	return &redisKey{c: c, ping: redis.NewClient(&po)}, nil
+	return &redisKey{c: c, ping: redis.NewClient(&po), line: newRegionLine(env.Config, name)}, nil
 }
 
 // witnessedMarks keeps a Redis counter's high-water mark in its SQL store
@@ -197,6 +197,7 @@ type redisKey struct {
 	c    *rediscounter.Counter
 	ping *redis.Client
 	last atomic.Int64 // largest value handed out by this process
+	line regionLine   // the region's share of the number line
 }
 
 // behindRetries is how many times one request retries a counter that
@@ -227,7 +228,7 @@ func (k *redisKey) NextInt64s(ctx context.Context, dst []int64) error {
 			}
 		}
 	}
-	return nil
+	return k.line.apply(dst)
 }
 
 // Ready pings the Redis server.

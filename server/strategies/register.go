@@ -26,6 +26,7 @@ func Register(reg *server.Registry) error {
 		errs = append(errs, reg.RegisterLayout(l))
 	}
 	errs = append(errs, reg.RegisterLayout(server.Layout{Name: "monotonic", Decode: decodeMonotonic}))
+	reg.OnStart(regionStart)
 	reg.SetLayoutBuilder(func(name, spec string) (server.Layout, error) {
 		l, err := snowflake.ParseLayout(spec)
 		if err != nil {

@@ -199,7 +199,7 @@ func newSegment(ctx context.Context, env *server.Env, name string, k server.KeyC
 	if err != nil {
 		return nil, err
 	}
-	return &segmentKey{a: a, k: key, name: name}, nil
+	return &segmentKey{a: a, k: key, name: name, line: newRegionLine(env.Config, name)}, nil
 }
 
 // segmentKey serves one key from the shared Allocator.
@@ -207,6 +207,7 @@ type segmentKey struct {
 	a    *segment.Allocator
 	k    *segment.Key
 	name string
+	line regionLine // the region's share of the number line
 }
 
 func segmentErr(err error) error {
@@ -220,7 +221,7 @@ func (s *segmentKey) NextInt64s(ctx context.Context, dst []int64) error {
 	if _, err := s.k.NextN(ctx, dst); err != nil {
 		return segmentErr(err)
 	}
-	return nil
+	return s.line.apply(dst)
 }
 
 func (s *segmentKey) NextRange(ctx context.Context, n int64) (int64, int64, error) {
@@ -231,7 +232,11 @@ func (s *segmentKey) NextRange(ctx context.Context, n int64) (int64, int64, erro
 	if b.Step != 1 {
 		return 0, 0, fmt.Errorf("strategies: key %q issues every %dth number; it has no contiguous ranges", s.name, b.Step)
 	}
-	return b.Start, b.Len(), nil
+	first, err := s.line.applyRange(b.Start, b.Len())
+	if err != nil {
+		return 0, 0, err
+	}
+	return first, b.Len(), nil
 }
 
 func (s *segmentKey) Step() int64 { return s.k.Stats().MinStep }

@@ -186,14 +186,15 @@ func newTicket(ctx context.Context, env *server.Env, name string, k server.KeyCo
 		return nil, err
 	}
 	env.Logger.Info("ticket key ready", "key", name, "servers", strings.Join(tc.shown, ", "), "step", tc.cfg.Step, "ceiling", t.Ceiling())
-	return &ticketKey{t: t}, nil
+	return &ticketKey{t: t, line: newRegionLine(env.Config, name)}, nil
 }
 
 // ticketKey serves one key from its own ticket.Ticket (its own pinned
 // connections; keys on the same servers and table share the counter, which
 // keeps them unique across each other too).
 type ticketKey struct {
-	t *ticket.Ticket
+	t    *ticket.Ticket
+	line regionLine // the region's share of the number line
 }
 
 // NextInt64s fills dst with one round trip per ID on MySQL, one per
@@ -207,7 +208,7 @@ func (k *ticketKey) NextInt64s(ctx context.Context, dst []int64) error {
 		}
 		i += n
 	}
-	return nil
+	return k.line.apply(dst)
 }
 
 // Ready fails while every server is backing off after failures; one server

@@ -51,6 +51,10 @@ func openWitness(ctx context.Context, env *server.Env) (*nodeWitness, error) {
 		if n.cluster != nil {
 			where = append(where, "cluster", n.cluster.String())
 		}
+		if r := env.Config.RegionSpec(); r.Name != "" {
+			n.w = regionWitness{n.w, r.Name + ":", r.Index == 0}
+			where = append(where, "spaces", r.Name+":…")
+		}
 		env.Logger.Info("witness: high-water marks of store-backed keys are kept outside their stores", where...)
 		return n, nil
 	})
@@ -109,4 +113,29 @@ func nodeLocalStore(k server.KeyConfig, cfg *server.Config) []server.Problem {
 	}
 	return nodeLocalProblem(k, cfg, func() string { return fmt.Sprintf("store %q (%s)", k.Store, sqldb.Redact(u)) },
 		"Name a shared database in stores: and set store: on the key (or point stores.default at it)")
+}
+
+// regionWitness keys a region's marks by the region's name ("eu-west:" +
+// space), so that two regions sharing a witness by mistake never mix
+// their marks, which count each region's own store. A node without a
+// region keeps the spaces it always had. Region 0 adopts a space's mark
+// from before it had a region (its numbers did not move when the single
+// region became region 0), so a store failover right after the change
+// is still caught.
+type regionWitness struct {
+	witness.Witness
+	prefix string
+	adopt  bool
+}
+
+func (r regionWitness) Mark(ctx context.Context, space string) (int64, error) {
+	m, err := r.Witness.Mark(ctx, r.prefix+space)
+	if err != nil || m != 0 || !r.adopt {
+		return m, err
+	}
+	return r.Witness.Mark(ctx, space)
+}
+
+func (r regionWitness) Claim(ctx context.Context, space string, from, to int64) (int64, bool, error) {
+	return r.Witness.Claim(ctx, r.prefix+space, from, to)
 }
