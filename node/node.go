@@ -56,6 +56,11 @@ type Config struct {
 	// to 0..WorkerLimit-1 (a subset of the field's range). Zero means every
 	// value of the field.
 	WorkerLimit int64
+	// WorkerBase is added to the leased worker ID to fill the worker
+	// field: the coordinator leases 0..WorkerLimit-1 and the IDs carry
+	// WorkerBase..WorkerBase+WorkerLimit-1 (a region's slice of the field,
+	// when regions split the worker IDs). Zero: the leased ID itself.
+	WorkerBase int64
 	// Worker options (TTL, margin, timeout, holder) for Coordinator.
 	// WithClock is added from Clock.
 	Worker []worker.Option
@@ -186,6 +191,9 @@ func (n *Node) pickField() error {
 		if n.cfg.WorkerLimit > 0 {
 			n.maxID = n.cfg.WorkerLimit - 1
 		}
+		if b := n.cfg.WorkerBase; b < 0 || b+n.maxID > 1<<f.Bits-1 {
+			return fmt.Errorf("%w: WorkerBase %d with %d worker IDs does not fit the %d-bit field %q", ErrConfig, b, n.maxID+1, f.Bits, f.Name)
+		}
 		if _, ok := n.cfg.Node[f.Name]; ok {
 			return fmt.Errorf("%w: Node[%q] is set, but that field takes the worker ID", ErrConfig, f.Name)
 		}
@@ -234,7 +242,7 @@ func (n *Node) bind(ctx context.Context) (*binding, error) {
 	for k, v := range n.cfg.Node {
 		s.Node[k] = v
 	}
-	s.Node[n.field] = l.ID()
+	s.Node[n.field] = n.cfg.WorkerBase + l.ID()
 	if n.cfg.Clock == nil && !n.own && n.cur.Load() == nil && !n.adopted {
 		// An Assigner given without Config.Clock: run on its clock.
 		n.clk, n.adopted = l.Clock(), true

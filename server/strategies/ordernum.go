@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,10 @@ func parseOrdernum(k server.KeyConfig, cfg *server.Config) (ordernumOptions, []s
 		if err := segment.ValidateStep(k.Step); err != nil {
 			ps = append(ps, server.Problem{Field: "step", Value: fmt.Sprint(k.Step), Message: err.Error()})
 		}
+	}
+	if r := cfg.RegionSpec(); err == nil && !r.Single() && f.Capacity()/uint64(r.Count) == 0 {
+		ps = append(ps, server.Problem{Field: "options.format", Value: k.Options["format"], Message: fmt.Sprintf(
+			"holds %d order numbers, fewer than region.count %d: each region issues every %dth number of the permuted sequence and needs one at least", f.Capacity(), r.Count, r.Count)})
 	}
 	return o, ps
 }
@@ -313,7 +318,10 @@ func newOrdernum(ctx context.Context, env *server.Env, name string, k server.Key
 	}
 	o := &ordernumKey{
 		name: name, a: a, step: k.Step, desc: k.Options["description"],
-		codec: codec, f: f, loc: loc, clk: env.Clock, log: log,
+		codec: codec, f: f, loc: loc, clk: env.Clock, log: log, rcount: 1,
+	}
+	if r := env.Config.RegionSpec(); !r.Single() {
+		o.rcount, o.rindex = uint64(r.Count), uint64(r.Index)
 	}
 	// Open today's sequence now: a bad store fails at start, not on the
 	// first request.
@@ -348,6 +356,11 @@ type ordernumKey struct {
 	clk   clock.Clock
 	log   *slog.Logger
 	ring  *materialRing
+	// The region's residue class of the permuted sequence: the store's
+	// number s is encrypted as s*rcount+rindex (rcount 1, rindex 0
+	// without regions), so a number shows neither the region nor its
+	// volume, and each region has capacity/rcount numbers.
+	rcount, rindex uint64
 
 	cur    atomic.Pointer[daySequence] // the latest day's sequence
 	openMu sync.Mutex                  // serialises creating a day's row (once a day)
@@ -467,7 +480,11 @@ func (o *ordernumKey) NextStrings(ctx context.Context, dst []string) error {
 	buf := make([]byte, 0, len(dst)*o.f.Length())
 	for i, s := range seqs {
 		start := len(buf)
-		buf, err = o.codec.AppendEncode(buf, uint64(s), day)
+		v := uint64(s)*o.rcount + o.rindex
+		if o.rcount > 1 && uint64(s) > (math.MaxUint64-o.rindex)/o.rcount {
+			v = math.MaxUint64 // past any capacity: AppendEncode refuses it
+		}
+		buf, err = o.codec.AppendEncode(buf, v, day)
 		if err != nil {
 			// The format's capacity is used up (for the day, with a
 			// date part): refuse rather than wrap.
@@ -476,7 +493,7 @@ func (o *ordernumKey) NextStrings(ctx context.Context, dst []string) error {
 		}
 		dst[i] = string(buf[start:])
 	}
-	o.noteUsage(seq.name, seqs[len(seqs)-1])
+	o.noteUsage(seq.name, int64(uint64(seqs[len(seqs)-1])*o.rcount+o.rindex))
 	return nil
 }
 

@@ -3,13 +3,16 @@ package strategies
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/snowflake"
 )
 
 // regionServer starts a server whose config is cfg's fields over a
@@ -126,5 +129,125 @@ func decodeJSON(t testing.TB, body string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(body), v); err != nil {
 		t.Fatalf("%s: %v", body, err)
+	}
+}
+
+// TestRegionSnowflakeDisjoint: two regions whose nodes hold the same
+// worker ID issue disjoint snowflake IDs, with the region index in the
+// layout's datacenter field, or (a layout without one) in disjoint slices
+// of the worker IDs.
+func TestRegionSnowflakeDisjoint(t *testing.T) {
+	for _, tc := range []struct {
+		name, layout, field string
+		want                [2]int64 // the field's value in region 0 and 1
+	}{
+		{"datacenter field", "time=41:1ms,datacenter=2,worker=8,seq=12,epoch=2024-01-01", "datacenter", [2]int64{0, 1}},
+		{"region_field", "time=41:1ms,site=2,worker=8,seq=12,epoch=2024-01-01", "site", [2]int64{0, 1}},
+		{"worker slices", "time=41:1ms,worker=10,seq=12,epoch=2024-01-01", "worker", [2]int64{7, 512 + 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := server.KeyConfig{Strategy: "snowflake", Layout: "l"}
+			if tc.field == "site" {
+				kc.Options = map[string]string{"region_field": "site"}
+			}
+			var got [2][]int64
+			for i := range 2 {
+				s, err := regionServer(t, t.TempDir(), func(c *server.Config) {
+					inRegion(fmt.Sprintf("r%d", i), i, 2)(c)
+					c.Layouts = map[string]string{"l": tc.layout}
+				}, map[string]server.KeyConfig{"sf": kc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[i] = idsOf(t, s.Handler(), "sf", 2000)
+				l, err := snowflake.ParseLayout(tc.layout)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range got[i][:5] {
+					p, err := snowflake.Decode(l, id)
+					if err != nil || p.Node[tc.field] != tc.want[i] {
+						t.Fatalf("region %d: ID %d has %s %d (%v), want %d", i, id, tc.field, p.Node[tc.field], err, tc.want[i])
+					}
+				}
+			}
+			disjoint(t, tc.name, got[0], got[1])
+		})
+	}
+}
+
+// TestRegionSnowflakeRefused: a layout without room for the regions, or a
+// key whose own datacenter value is not its region's, is refused naming
+// the layout, the field and the values.
+func TestRegionSnowflakeRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, layout string
+		count        int
+		opts         map[string]string
+		want         []string
+	}{
+		{"narrow datacenter", "time=41:1ms,datacenter=1,worker=8,seq=12,epoch=2024-01-01", 3, nil, []string{`field "datacenter" has 2 values, fewer than region.count 3`}},
+		{"few workers", "time=41:1ms,worker=1,seq=12,epoch=2024-01-01", 4, nil, []string{"2 worker IDs, fewer than region.count 4"}},
+		{"few workers after limit", "time=41:1ms,worker=10,seq=12,epoch=2024-01-01", 4, map[string]string{"worker_limit": "3"}, []string{"3 worker IDs, fewer than region.count 4"}},
+		{"datacenter set otherwise", "time=41:1ms,datacenter=2,worker=8,seq=12,epoch=2024-01-01", 2, map[string]string{"datacenter": "1"}, []string{"options.datacenter", `"1"`, "(0 for region r (index 0 of 2))"}},
+		{"no such region_field", "time=41:1ms,worker=10,seq=12,epoch=2024-01-01", 2, map[string]string{"region_field": "dc"}, []string{"options.region_field", `no node field "dc"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := regionServer(t, t.TempDir(), func(c *server.Config) {
+				inRegion("r", 0, tc.count)(c)
+				c.Layouts = map[string]string{"l": tc.layout}
+			}, map[string]server.KeyConfig{"sf": {Strategy: "snowflake", Layout: "l", Options: tc.opts}})
+			if err == nil {
+				t.Fatal("started")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	// The same datacenter value as the region's is accepted.
+	if _, err := regionServer(t, t.TempDir(), func(c *server.Config) {
+		inRegion("r", 1, 2)(c)
+		c.Layouts = map[string]string{"l": "time=41:1ms,datacenter=2,worker=8,seq=12,epoch=2024-01-01"}
+	}, map[string]server.KeyConfig{"sf": {Strategy: "snowflake", Layout: "l", Options: map[string]string{"datacenter": "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRegionOrdernumDisjoint: two regions' order numbers, each from its
+// own store counting from 1, never coincide; region 0 of 1 (or no
+// region) issues the numbers it always did.
+func TestRegionOrdernumDisjoint(t *testing.T) {
+	kc := server.KeyConfig{Strategy: "ordernum", Step: 50, Options: map[string]string{"format": "length=8", "key": "000102030405060708090a0b0c0d0e0f"}}
+	strs := func(h http.Handler) []string {
+		code, body := get(t, h, "GET", "/v1/keys/on/ids?count=500", "")
+		var b struct{ IDs []string }
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		decodeJSON(t, body, &b)
+		return b.IDs
+	}
+	var got [4][]string
+	for i, edit := range []func(*server.Config){nil, inRegion("solo", 0, 1), inRegion("r0", 0, 2), inRegion("r1", 1, 2)} {
+		s, err := regionServer(t, t.TempDir(), edit, map[string]server.KeyConfig{"on": kc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = strs(s.Handler())
+	}
+	if strings.Join(got[0], ",") != strings.Join(got[1], ",") {
+		t.Fatal("region 0 of 1 changed the order numbers")
+	}
+	seen := map[string]bool{}
+	for _, v := range got[2] {
+		seen[v] = true
+	}
+	for _, v := range got[3] {
+		if seen[v] {
+			t.Fatalf("order number %s issued in both regions", v)
+		}
 	}
 }

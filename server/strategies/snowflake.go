@@ -40,6 +40,7 @@ type snowflakeOptions struct {
 	node        map[string]int64 // the other node fields' values
 	nodeKey     []string         // "field=value" of each, in layout order
 	workerLimit int64
+	workerBase  int64 // added to the leased worker ID: a region's slice of the worker field
 	floor       int64 // options.floor: every ID issued is above it; -1: none
 }
 
@@ -99,11 +100,30 @@ func parseSnowflake(k server.KeyConfig, cfg *server.Config) (snowflakeOptions, [
 		}
 	}
 	o.floor = floor
+	limit, p := intOption(k, "worker_limit", 0, 0, 1<<40)
+	if p != nil {
+		ps = append(ps, *p)
+	}
+	o.workerLimit = limit
+	allowed = append(allowed, "region_field")
+	rf, rps := regionSlice(k, cfg, l, wf, &o)
+	ps = append(ps, rps...)
 	for _, f := range l.NodeFields() {
 		if f.Name == wf {
 			continue
 		}
 		allowed = append(allowed, f.Name)
+		if f.Name == rf {
+			idx := int64(cfg.RegionSpec().Index)
+			if v, ok := k.Options[f.Name]; ok && v != strconv.FormatInt(idx, 10) {
+				ps = append(ps, server.Problem{Field: "options." + f.Name, Value: v,
+					Message: fmt.Sprintf("field %q carries the region index (%d for region %s); leave options.%s unset or set it to %d", f.Name, idx, cfg.RegionSpec(), f.Name, idx)})
+				continue
+			}
+			o.node[f.Name] = idx
+			o.nodeKey = append(o.nodeKey, f.Name+"="+strconv.FormatInt(idx, 10))
+			continue
+		}
 		if _, ok := k.Options[f.Name]; !ok {
 			ps = append(ps, server.Problem{Field: "options." + f.Name, Value: "", Message: fmt.Sprintf("layout %s has node field %q: set it (0..%d)", l.Name(), f.Name, int64(1)<<f.Bits-1)})
 			continue
@@ -116,11 +136,6 @@ func parseSnowflake(k server.KeyConfig, cfg *server.Config) (snowflakeOptions, [
 		o.node[f.Name] = v
 		o.nodeKey = append(o.nodeKey, f.Name+"="+strconv.FormatInt(v, 10))
 	}
-	limit, p := intOption(k, "worker_limit", 0, 0, 1<<40)
-	if p != nil {
-		ps = append(ps, *p)
-	}
-	o.workerLimit = limit
 	return o, append(ps, unknownOptions(k, allowed...)...)
 }
 
@@ -219,7 +234,7 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 			hdir, hfile = env.Config.DataDir, sanitize(strings.TrimSuffix(layoutName+"."+strings.Join(nodeKey, ","), "."))
 		}
 		n, err := node.New(ctx, node.Config{
-			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, WorkerLimit: workerLimit,
+			Layout: l, Coordinator: coord, WorkerField: wf, Node: nodeVals, WorkerLimit: workerLimit, WorkerBase: o.workerBase,
 			HorizonDir: hdir, HorizonFile: hfile,
 			Clock: env.Clock, Logger: env.Logger, AcquireWait: 15 * time.Second,
 			// Stamp every ID from the clock itself: a cached tick lags by its
@@ -230,7 +245,7 @@ func newSnowflake(ctx context.Context, env *server.Env, name string, k server.Ke
 			return nil, err
 		}
 		id, gen, _ := n.WorkerID()
-		env.Logger.Info("snowflake node ready", "layout", l.Name(), "worker", id, "generation", gen,
+		env.Logger.Info("snowflake node ready", "layout", l.Name(), "worker", o.workerBase+id, "generation", gen,
 			"layout_ends", l.End().Format(time.DateOnly))
 		return newNodeResource(n, pooledCoordinator(coord), env.Clock, env.Logger), nil
 	})
@@ -347,4 +362,63 @@ func decodeSnowflake(l snowflake.Layout, name, id string) (server.Decoded, error
 		d.Extra[f] = strconv.FormatInt(v, 10)
 	}
 	return d, nil
+}
+
+// regionSlice gives a snowflake key its region's part of the layout when
+// regions split the ID space: the region index in a node field (the
+// layout's "datacenter" field, or the one options.region_field names), or
+// else a slice of the worker IDs: region i of n takes worker IDs
+// [i*W/n, (i+1)*W/n) of the W the key may use (worker_limit, or the whole
+// field). It returns the field that carries the region ("" for a worker
+// slice, or without regions) and refuses a layout without room for
+// region.count regions.
+func regionSlice(k server.KeyConfig, cfg *server.Config, l snowflake.Layout, wf string, o *snowflakeOptions) (string, []server.Problem) {
+	r := cfg.RegionSpec()
+	name, explicit := k.Options["region_field"]
+	var field *snowflake.Field
+	for _, f := range l.NodeFields() {
+		if f.Name == wf {
+			continue
+		}
+		if (explicit && f.Name == name) || (!explicit && f.Name == "datacenter") {
+			field = &f
+		}
+	}
+	if explicit && field == nil {
+		var names []string
+		for _, f := range l.NodeFields() {
+			if f.Name != wf {
+				names = append(names, f.Name)
+			}
+		}
+		return "", []server.Problem{{Field: "options.region_field", Value: name,
+			Message: fmt.Sprintf("layout %s has no node field %q besides the worker field %q to carry the region (its other node fields: %v)", l.Name(), name, wf, names)}}
+	}
+	if r.Single() {
+		return "", nil
+	}
+	if field != nil {
+		if values := int64(1) << field.Bits; values < int64(r.Count) {
+			return "", []server.Problem{{Field: "layout", Value: l.String(),
+				Message: fmt.Sprintf("layout %s's field %q has %d values, fewer than region.count %d: give the region a wider field, or set options.region_field", l.Name(), field.Name, values, r.Count)}}
+		}
+		return field.Name, nil
+	}
+	var wbits int
+	for _, f := range l.NodeFields() {
+		if f.Name == wf {
+			wbits = f.Bits
+		}
+	}
+	w := int64(1) << wbits
+	if o.workerLimit > 0 && o.workerLimit < w {
+		w = o.workerLimit
+	}
+	lo, hi := int64(r.Index)*w/int64(r.Count), int64(r.Index+1)*w/int64(r.Count)
+	if w/int64(r.Count) < 1 {
+		return "", []server.Problem{{Field: "layout", Value: l.String(),
+			Message: fmt.Sprintf("layout %s has no datacenter field and %d worker IDs, fewer than region.count %d: regions split the worker IDs, and each needs one at least (give the layout a datacenter field, or set options.region_field)", l.Name(), w, r.Count)}}
+	}
+	o.workerBase, o.workerLimit = lo, hi-lo
+	return "", nil
 }
