@@ -19,6 +19,7 @@ import (
 
 	"github.com/idmint/idmint/clock"
 	"github.com/idmint/idmint/monotonic"
+	"github.com/idmint/idmint/region"
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/witness"
 	"github.com/idmint/idmint/worker"
@@ -39,7 +40,7 @@ func monotonicStrategy() server.Strategy {
 	}, parseMonotonic, buildMonotonic)
 }
 
-var monotonicOptions = []string{"form", "etcd", "ttl", "window", "time_window", "peer_listen", "advertise"}
+var monotonicOptions = []string{"form", "etcd", "ttl", "window", "time_window", "peer_listen", "advertise", "scope", "home_region"}
 
 // monotonicOpts is a monotonic key's options, parsed once by
 // parseMonotonic for both the check and the build.
@@ -104,6 +105,7 @@ func parseMonotonic(k server.KeyConfig, cfg *server.Config) (monotonicOpts, []se
 	if k.Step != 0 {
 		ps = append(ps, server.Problem{Field: "step", Value: strconv.FormatInt(k.Step, 10), Message: "monotonic keys have no segment step; the bound's headroom is options.window"})
 	}
+	ps = append(ps, monotonicRegionProblems(k, cfg, o.form)...)
 	if hosts, _, err := monotonicEtcd(cfg, k); err == nil && len(hosts) == 0 {
 		for _, p := range nodeLocalProblem(k, cfg, func() string { return "its bound file in the data directory" },
 			"Give the key an etcd (options.etcd: host:port, or an etcd:// coordinator) so that one elected leader issues for every node") {
@@ -187,6 +189,21 @@ func (c *monotonicCluster) Close(ctx context.Context) error {
 }
 
 func buildMonotonic(ctx context.Context, env *server.Env, name string, k server.KeyConfig, o monotonicOpts) (server.Issuer, error) {
+	if home, ok := k.Options["home_region"]; ok && home != env.Config.RegionSpec().Name {
+		env.Logger.Info("monotonic key served by its home region only", "key", name, "home_region", home, "region", env.Config.RegionSpec().String())
+		return &awayKey{name: name, home: home, here: env.Config.RegionSpec()}, nil
+	}
+	is, err := buildMonotonicKey(ctx, env, name, k, o)
+	if err != nil {
+		return nil, err
+	}
+	if k.Options["scope"] == "region" {
+		is.line = newRegionLine(env.Config, name)
+	}
+	return is, nil
+}
+
+func buildMonotonicKey(ctx context.Context, env *server.Env, name string, k server.KeyConfig, o monotonicOpts) (*monotonicKey, error) {
 	form, window, twindow := o.form, o.window, o.timeWindow
 	hosts, prefix, err := monotonicEtcd(env.Config, k)
 	if err != nil {
@@ -349,6 +366,7 @@ type monotonicKey struct {
 	peers *monotonic.Peers
 	name  string
 	clk   clock.Clock
+	line  regionLine // scope: region: the region's share of the number line
 }
 
 func (k *monotonicKey) refusal(err error) error {
@@ -371,7 +389,7 @@ func (k *monotonicKey) NextInt64s(ctx context.Context, dst []int64) error {
 	for i := range dst {
 		dst[i] = first + int64(i)
 	}
-	return nil
+	return k.line.apply(dst)
 }
 
 // NextRange hands out [first, first+n) whole.
@@ -379,6 +397,9 @@ func (k *monotonicKey) NextRange(ctx context.Context, n int64) (int64, int64, er
 	first, err := k.src.Next(ctx, n)
 	if err != nil {
 		return 0, 0, k.refusal(err)
+	}
+	if first, err = k.line.applyRange(first, n); err != nil {
+		return 0, 0, err
 	}
 	return first, n, nil
 }
@@ -470,3 +491,69 @@ func (k *monotonicKey) Close(ctx context.Context) error {
 	}
 	return k.src.Close()
 }
+
+// monotonicRegionProblems: with several regions a monotonic key must say
+// what it promises, since no key is strictly increasing across regions
+// that share nothing. options.scope: region makes it increasing within
+// the region only, its counter on the region's share of the number line
+// (counter form only: a timestamp form's value is the clock, which two
+// regions share). options.home_region: NAME serves it from one region
+// only (its leader there; other regions' nodes refuse its requests and
+// name that region).
+func monotonicRegionProblems(k server.KeyConfig, cfg *server.Config, form monotonic.Form) []server.Problem {
+	r := cfg.RegionSpec()
+	scope, hasScope := k.Options["scope"]
+	home, hasHome := k.Options["home_region"]
+	var ps []server.Problem
+	if hasScope && scope != "region" {
+		ps = append(ps, server.Problem{Field: "options.scope", Value: scope, Message: `must be "region" (strictly increasing within this region only)`})
+	}
+	if hasHome {
+		switch {
+		case r.Name == "":
+			ps = append(ps, server.Problem{Field: "options.home_region", Value: home, Message: "names a region, but this config has no region: section"})
+		case (region.Region{Name: home, Count: 1}).Validate() != nil:
+			ps = append(ps, server.Problem{Field: "options.home_region", Value: home, Message: "is not a region name (lower-case letters, digits and '-')"})
+		}
+	}
+	if hasScope && hasHome {
+		ps = append(ps, server.Problem{Field: "options.scope", Value: scope, Message: "and options.home_region both given: a key is either increasing per region (scope: region) or served by one region (home_region), not both"})
+	}
+	if r.Single() {
+		return ps
+	}
+	if !hasScope && !hasHome {
+		ps = append(ps, server.Problem{Field: "options", Value: "",
+			Message: fmt.Sprintf("a monotonic key cannot be strictly increasing across %d regions that share no store: "+
+				"set options.scope: region (increasing within each region, regions never issue the same value) "+
+				"or options.home_region: NAME (one region serves it; the others refuse its requests)", r.Count)})
+	}
+	if scope == "region" && form == monotonic.Timestamp {
+		ps = append(ps, server.Problem{Field: "options.form", Value: "timestamp",
+			Message: "scope: region needs form: counter (a timestamp-form value is the clock, the same in every region); use form: counter, or options.home_region"})
+	}
+	return ps
+}
+
+// awayKey is a monotonic key whose home region is another: every request
+// is refused with the region that serves it.
+type awayKey struct {
+	name, home string
+	here       region.Region
+}
+
+// ErrOtherRegion: a key is served by another region (options.home_region).
+var ErrOtherRegion = errors.New("region: key served by another region")
+
+func (a *awayKey) err() error {
+	return fmt.Errorf("%w: key %q is served by region %s only (options.home_region); this node is in region %s: send its requests to a node of %s",
+		ErrOtherRegion, a.name, a.home, a.here.Name, a.home)
+}
+
+func (a *awayKey) NextInt64s(ctx context.Context, dst []int64) error { return a.err() }
+
+func (a *awayKey) NextRange(ctx context.Context, n int64) (int64, int64, error) {
+	return 0, 0, a.err()
+}
+
+func (a *awayKey) Close(ctx context.Context) error { return nil }

@@ -6,10 +6,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/idmint/idmint/api/idmintv1"
 
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/snowflake"
@@ -250,4 +259,86 @@ func TestRegionOrdernumDisjoint(t *testing.T) {
 			t.Fatalf("order number %s issued in both regions", v)
 		}
 	}
+}
+
+// TestRegionMonotonic: with two regions a monotonic key must choose.
+// Neither scope nor home_region is refused naming the key and both
+// options; scope: region issues increasing values on the region's share
+// (two regions never meet); a timestamp form with scope: region is
+// refused; a key whose home is the other region answers every request
+// with 503 naming that region, over HTTP and gRPC.
+func TestRegionMonotonic(t *testing.T) {
+	plain := server.KeyConfig{Strategy: "monotonic"}
+	_, err := regionServer(t, t.TempDir(), inRegion("r0", 0, 2), map[string]server.KeyConfig{"m": plain})
+	if err == nil || !strings.Contains(err.Error(), "keys.m.options") || !strings.Contains(err.Error(), "options.scope: region") || !strings.Contains(err.Error(), "options.home_region: NAME") {
+		t.Fatalf("a monotonic key without scope or home_region: %v", err)
+	}
+	ts := server.KeyConfig{Strategy: "monotonic", Options: map[string]string{"scope": "region", "form": "timestamp"}}
+	if _, err := regionServer(t, t.TempDir(), inRegion("r0", 0, 2), map[string]server.KeyConfig{"m": ts}); err == nil || !strings.Contains(err.Error(), "keys.m.options.form") {
+		t.Fatalf("timestamp form with scope region: %v", err)
+	}
+	both := server.KeyConfig{Strategy: "monotonic", Options: map[string]string{"scope": "region", "home_region": "r0"}}
+	if _, err := regionServer(t, t.TempDir(), inRegion("r0", 0, 2), map[string]server.KeyConfig{"m": both}); err == nil || !strings.Contains(err.Error(), "both given") {
+		t.Fatalf("scope and home_region: %v", err)
+	}
+	// A single region needs neither (and a deployment without regions is
+	// as before).
+	if _, err := regionServer(t, t.TempDir(), inRegion("solo", 0, 1), map[string]server.KeyConfig{"m": plain}); err != nil {
+		t.Fatal(err)
+	}
+
+	scoped := server.KeyConfig{Strategy: "monotonic", Options: map[string]string{"scope": "region"}}
+	var got [2][]int64
+	for i := range 2 {
+		s, err := regionServer(t, t.TempDir(), inRegion(fmt.Sprintf("r%d", i), i, 2), map[string]server.KeyConfig{"m": scoped})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = append(idsOf(t, s.Handler(), "m", 300), idsOf(t, s.Handler(), "m", 300)...)
+		for j := 1; j < len(got[i]); j++ {
+			if got[i][j] <= got[i][j-1] {
+				t.Fatalf("region %d: %d after %d", i, got[i][j], got[i][j-1])
+			}
+		}
+	}
+	disjoint(t, "monotonic scope region", got[0], got[1])
+	if got[1][0] < 1<<62 {
+		t.Fatalf("region 1's first value %d is not in its share (from 2^62)", got[1][0])
+	}
+
+	home := server.KeyConfig{Strategy: "monotonic", Options: map[string]string{"home_region": "us-east"}}
+	s, err := regionServer(t, t.TempDir(), inRegion("eu-west", 1, 2), map[string]server.KeyConfig{"m": home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/keys/m/ids?count=3", "/v1/keys/m/range?count=3"} {
+		code, body := get(t, s.Handler(), "GET", path, "")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `served by region us-east only`) || !strings.Contains(body, "region eu-west") {
+			t.Fatalf("%s on a node of another region: %d %s", path, code, body)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := s.GRPCServer()
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = idmintv1.NewIDsClient(cc).NextIDs(ctx, &idmintv1.NextIDsRequest{Key: "m", Count: 2})
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "served by region us-east only") {
+		t.Fatalf("gRPC on a node of another region: %v", err)
+	}
+	// The home region serves it.
+	s2, err := regionServer(t, t.TempDir(), inRegion("us-east", 0, 2), map[string]server.KeyConfig{"m": home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsOf(t, s2.Handler(), "m", 3)
 }
