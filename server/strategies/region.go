@@ -81,18 +81,24 @@ func openRecordPlace(ctx context.Context, role, u, dataDir string) (recordPlace,
 func regionStart(ctx context.Context, env *server.Env) error {
 	cfg := env.Config
 	r := cfg.RegionSpec()
-	if err := checkIdentity(ctx, env, r); err != nil {
+	if r.Name == "" || cfg.Region.Registry == "" {
+		return checkIdentity(ctx, env, r, false)
+	}
+	// Compare first, claim, then record: a start the registry refuses
+	// leaves no identity behind, and one the identity refuses no claim.
+	if err := checkIdentity(ctx, env, r, true); err != nil {
 		return err
 	}
-	if r.Name != "" && cfg.Region.Registry != "" {
-		return claimRegion(ctx, env, r, cfg.Region.Registry)
+	if err := claimRegion(ctx, env, r, cfg.Region.Registry); err != nil {
+		return err
 	}
-	return nil
+	return checkIdentity(ctx, env, r, false)
 }
 
 // checkIdentity records the region where it runs on its first start and
-// refuses a start whose configured region differs from the record.
-func checkIdentity(ctx context.Context, env *server.Env, r region.Region) error {
+// refuses a start whose configured region differs from the record. With
+// compareOnly it records nothing.
+func checkIdentity(ctx context.Context, env *server.Env, r region.Region, compareOnly bool) error {
 	cfg := env.Config
 	urls := [][2]string{{"coordinator", cfg.Coordinator}}
 	if w := cfg.Witness; w != "" && w != "none" && w != cfg.Coordinator {
@@ -102,7 +108,7 @@ func checkIdentity(ctx context.Context, env *server.Env, r region.Region) error 
 	for _, u := range urls {
 		p, err := openRecordPlace(ctx, u[0], u[1], cfg.DataDir)
 		if err == nil {
-			err = checkPlace(ctx, env, p, r)
+			err = checkPlace(ctx, p, r, compareOnly)
 			p.close()
 			if err == nil {
 				continue
@@ -113,8 +119,10 @@ func checkIdentity(ctx context.Context, env *server.Env, r region.Region) error 
 			}
 		}
 		// The place is out of reach.
-		if r.Name == "" {
-			env.Logger.Warn("region: cannot check that no region is recorded", "where", p.what, "err", err)
+		if r.Name == "" || compareOnly {
+			if !compareOnly {
+				env.Logger.Warn("region: cannot check that no region is recorded", "where", p.what, "err", err)
+			}
 			continue
 		}
 		cached, ok, cerr := cache.Lookup(ctx, identityRecord)
@@ -124,7 +132,7 @@ func checkIdentity(ctx context.Context, env *server.Env, r region.Region) error 
 		}
 		return fmt.Errorf("region: cannot record or check this node's region %s in its %s (and its data directory holds no copy of it): %w", r, p.what, err)
 	}
-	if r.Name != "" {
+	if r.Name != "" && !compareOnly {
 		// The data directory's copy, for starts while the coordinator
 		// is out of reach; a node an operator moved to another region
 		// (its coordinator agreed above) takes the new one.
@@ -149,7 +157,14 @@ func (e *regionRefusal) Error() string { return e.msg }
 
 // checkPlace compares (and on a first start records) the region at one
 // place.
-func checkPlace(ctx context.Context, env *server.Env, p recordPlace, r region.Region) error {
+func checkPlace(ctx context.Context, p recordPlace, r region.Region, compareOnly bool) error {
+	if r.Name != "" && compareOnly {
+		v, ok, err := p.rec.Lookup(ctx, identityRecord)
+		if err != nil || !ok {
+			return err
+		}
+		return differs(p, r, v)
+	}
 	if r.Name == "" {
 		v, ok, err := p.rec.Lookup(ctx, identityRecord)
 		if err != nil || !ok {
@@ -166,6 +181,11 @@ func checkPlace(ctx context.Context, env *server.Env, p recordPlace, r region.Re
 	if err != nil {
 		return err
 	}
+	return differs(p, r, v)
+}
+
+// differs refuses a region r that differs from the record v at p.
+func differs(p recordPlace, r region.Region, v string) error {
 	if v == encodeRegion(r) {
 		return nil
 	}
