@@ -22,6 +22,7 @@ import (
 
 	"github.com/idmint/idmint/server"
 	"github.com/idmint/idmint/snowflake"
+	"github.com/idmint/idmint/witness"
 )
 
 // regionServer starts a server whose config is cfg's fields over a
@@ -341,4 +342,70 @@ func TestRegionMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	idsOf(t, s2.Handler(), "m", 3)
+}
+
+// TestRegionRandomKeys: keys whose IDs are random or carry per-node bits
+// need nothing from a region and are not refused; /metrics names the
+// region (and a node without one has no such series).
+func TestRegionRandomKeys(t *testing.T) {
+	keys := map[string]server.KeyConfig{}
+	for _, st := range []string{"uuid", "ulid", "ksuid", "xid", "objectid", "timeid-random"} {
+		keys[st] = server.KeyConfig{Strategy: st}
+	}
+	keys["flake128"] = server.KeyConfig{Strategy: "flake128", Options: map[string]string{"worker": "3"}}
+	s, err := regionServer(t, t.TempDir(), inRegion("eu-west", 1, 2), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range keys {
+		if code, body := get(t, s.Handler(), "GET", "/v1/keys/"+name+"/ids?count=5", ""); code != 200 {
+			t.Errorf("%s: %d %s", name, code, body)
+		}
+	}
+	_, body := get(t, s.Handler(), "GET", "/metrics", "")
+	if !strings.Contains(body, `idmint_region_info{count="2",index="1",region="eu-west"} 1`) {
+		t.Errorf("/metrics has no idmint_region_info for eu-west:\n%s", grepLines(body, "region"))
+	}
+	plain, err := regionServer(t, t.TempDir(), nil, map[string]server.KeyConfig{"u": {Strategy: "uuid"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, body := get(t, plain.Handler(), "GET", "/metrics", ""); strings.Contains(body, "idmint_region_info") {
+		t.Error("a node without a region exports idmint_region_info")
+	}
+}
+
+// TestRegionWitnessSpaces: a region's marks live under its name, so two
+// regions sharing a witness never read each other's; region 0 starts from
+// the mark its key had before it had a region (its numbers did not move),
+// region 1 does not.
+func TestRegionWitnessSpaces(t *testing.T) {
+	ctx := context.Background()
+	f, err := witness.OpenFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := witness.Raise(ctx, f, "segment/order", 5000); err != nil { // before regions
+		t.Fatal(err)
+	}
+	r0 := regionWitness{f, "us-east:", true}
+	r1 := regionWitness{f, "eu-west:", false}
+	if m, err := r0.Mark(ctx, "segment/order"); err != nil || m != 5000 {
+		t.Fatalf("region 0's mark: %d %v, want the single region's 5000", m, err)
+	}
+	if m, err := r1.Mark(ctx, "segment/order"); err != nil || m != 0 {
+		t.Fatalf("region 1's mark: %d %v, want 0", m, err)
+	}
+	if _, err := witness.Raise(ctx, r1, "segment/order", 300); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := witness.Raise(ctx, r0, "segment/order", 7000); err != nil {
+		t.Fatal(err)
+	}
+	for space, want := range map[string]int64{"segment/order": 5000, "us-east:segment/order": 7000, "eu-west:segment/order": 300} {
+		if m, err := f.Mark(ctx, space); err != nil || m != want {
+			t.Errorf("space %s: mark %d %v, want %d", space, m, err, want)
+		}
+	}
 }
