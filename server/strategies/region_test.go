@@ -409,3 +409,61 @@ func TestRegionWitnessSpaces(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRegionSegmentNext: a segment key's single-ID issue without a
+// region and as region 1 of 2 (one compare and one OR more per ID):
+// go test -run - -bench RegionSegmentNext ./server/strategies
+func BenchmarkRegionSegmentNext(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		edit func(*server.Config)
+	}{{"no region", nil}, {"region 1 of 2", inRegion("r1", 1, 2)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := regionServer(b, b.TempDir(), tc.edit, map[string]server.KeyConfig{"order": {Strategy: "segment", Step: 1 << 20}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ints := s.Lookup("order").Int64s()
+			ctx := context.Background()
+			dst := make([]int64, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := ints.NextInt64s(ctx, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestRegionShareUsedUp: a region's store that counts past the region's
+// share is refused (503, naming the region and the key), never let into
+// the next region's share; a range that would cross it likewise.
+func TestRegionShareUsedUp(t *testing.T) {
+	const limit = 1<<62 - 1 // region 0 of 2 issues 0..2^62-1
+	keys := map[string]server.KeyConfig{"order": {Strategy: "segment", Step: 10, Options: map[string]string{"floor": fmt.Sprint(limit - 2)}}}
+	s, err := regionServer(t, t.TempDir(), inRegion("r0", 0, 2), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := idsOf(t, s.Handler(), "order", 2); got[0] != limit-1 || got[1] != limit {
+		t.Fatalf("the share's last IDs: %v, want %d and %d", got, int64(limit-1), int64(limit))
+	}
+	for _, path := range []string{"/v1/keys/order/ids?count=1", "/v1/keys/order/range?count=5"} {
+		code, body := get(t, s.Handler(), "GET", path, "")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "share of the ID space is used up") || !strings.Contains(body, "region r0 (index 0 of 2)") {
+			t.Fatalf("%s past the share: %d %s", path, code, body)
+		}
+	}
+	l := newRegionLine(&server.Config{Region: server.RegionConfig{Name: "r1", Index: 1, Count: 2}}, "k")
+	if _, err := l.applyRange(limit-1, 3); err == nil {
+		t.Fatal("a range across the share's end was mapped")
+	}
+	if first, err := l.applyRange(limit-1, 2); err != nil || first != 1<<62|(limit-1) {
+		t.Fatalf("a range ending at the share's end: %d %v", first, err)
+	}
+	if err := l.apply([]int64{-1}); err == nil {
+		t.Fatal("a negative counter was mapped")
+	}
+}
