@@ -197,3 +197,42 @@ func TestRegionTicketRedisDisjoint(t *testing.T) {
 		t.Fatalf("region 1's first ticket %d, want 2^62|%d", got[2][0], got[1][0])
 	}
 }
+
+// TestRegionIdentityCoordinatorDown: with its etcd coordinator stopped, a
+// node whose data directory holds the region it recorded before starts
+// (with a warning), a node that never recorded it is refused, and a node
+// without a region starts as it always did.
+func TestRegionIdentityCoordinatorDown(t *testing.T) {
+	etcd := testserver.Start(t, testserver.Etcd)
+	coord := "etcd://" + etcd.Addr() + "/idmint?name=app"
+	keys := map[string]server.KeyConfig{"u": {Strategy: "uuid"}}
+	start := func(dir string, r func(*server.Config)) error {
+		s, err := regionServer(t, dir, func(c *server.Config) {
+			c.Coordinator = coord
+			if r != nil {
+				r(c)
+			}
+		}, keys)
+		if err == nil {
+			s.Close(context.Background())
+		}
+		return err
+	}
+	dir := t.TempDir()
+	if err := start(dir, inRegion("eu-west", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	etcd.Stop(t)
+	if err := start(dir, inRegion("eu-west", 1, 2)); err != nil {
+		t.Fatalf("the recorded region, coordinator down: %v", err)
+	}
+	if err := start(dir, inRegion("us-east", 0, 2)); err == nil || !strings.Contains(err.Error(), "cannot record or check this node's region us-east (index 0 of 2)") {
+		t.Fatalf("another region than the copy, coordinator down: %v", err)
+	}
+	if err := start(t.TempDir(), inRegion("eu-west", 1, 2)); err == nil || !strings.Contains(err.Error(), "cannot record or check") {
+		t.Fatalf("a node that never recorded its region, coordinator down: %v", err)
+	}
+	if err := start(t.TempDir(), nil); err != nil {
+		t.Fatalf("a node without a region, coordinator down: %v", err)
+	}
+}

@@ -380,7 +380,10 @@ func TestRegionRandomKeys(t *testing.T) {
 // the mark its key had before it had a region (its numbers did not move),
 // region 1 does not.
 func TestRegionWitnessSpaces(t *testing.T) {
-	ctx := context.Background()
+	// A wrapper that read one space and claimed another would make
+	// witness.Raise loop: the deadline ends it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	f, err := witness.OpenFile(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -465,5 +468,35 @@ func TestRegionShareUsedUp(t *testing.T) {
 	}
 	if err := l.apply([]int64{-1}); err == nil {
 		t.Fatal("a negative counter was mapped")
+	}
+}
+
+// TestRegionWitnessKeyed: a node of a region keeps a key's marks under the
+// region's name, in counter units; a node without a region keeps the
+// spaces it always had.
+func TestRegionWitnessKeyed(t *testing.T) {
+	for _, tc := range []struct {
+		edit        func(*server.Config)
+		space, none string
+	}{{nil, "segment/order", "r1:segment/order"}, {inRegion("r1", 1, 2), "r1:segment/order", "segment/order"}} {
+		dir := t.TempDir()
+		s, err := regionServer(t, dir, tc.edit, map[string]server.KeyConfig{"order": {Strategy: "segment", Step: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		idsOf(t, s.Handler(), "order", 10)
+		s.Close(context.Background())
+		f, err := witness.OpenFile(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if m, err := f.Mark(ctx, tc.space); err != nil || m < 10 || m > 1000 {
+			t.Errorf("space %s: mark %d %v, want the store's counter (10..1000)", tc.space, m, err)
+		}
+		if m, err := f.Mark(ctx, tc.none); err != nil || m != 0 {
+			t.Errorf("space %s: mark %d %v, want none", tc.none, m, err)
+		}
+		f.Close()
 	}
 }
