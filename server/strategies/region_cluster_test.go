@@ -62,6 +62,13 @@ func TestRegionIdentityPostgres(t *testing.T) {
 	identityRefusals(t, "coordinator postgres://", func(c *server.Config) { c.Coordinator = coord })
 }
 
+// TestRegionIdentityZooKeeper: a ZooKeeper coordinator records the
+// region in a znode beside its own.
+func TestRegionIdentityZooKeeper(t *testing.T) {
+	coord := "zk://" + testserver.Addr(t, testserver.ZooKeeper) + "/" + testserver.Prefix(t) + "/snowflake/app"
+	identityRefusals(t, "coordinator zk://", func(c *server.Config) { c.Coordinator = coord })
+}
+
 // TestRegionIdentityWitness: two regions whose nodes keep their own
 // coordinator (the data directory) but were given one witness by mistake:
 // the witness records the first region, and the second is refused.
