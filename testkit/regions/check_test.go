@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/idmint/idmint/monotonic/lincheck"
+	"github.com/idmint/idmint/ordernum"
 	"github.com/idmint/idmint/region"
+	"github.com/idmint/idmint/snowflake"
 )
 
 // verdict is what the collected IDs say, per key.
@@ -53,33 +55,34 @@ func (l *load) check(sites map[string]region.Region) []verdict {
 					life, lastNum, lastStr = o.life, math.MinInt64, ""
 				}
 				for j := range n {
+					var id int64
+					var str string
 					if k.text {
-						id := o.strs[j]
-						strs = append(strs, id)
-						if k.ordered && id <= lastStr {
+						str = o.strs[j]
+						strs = append(strs, str)
+						if k.ordered && str <= lastStr {
 							v.disorder++
 							if v.disExample == "" {
-								v.disExample = fmt.Sprintf("%s answer %d: %s after %s", s.slot.name, i, id, lastStr)
+								v.disExample = fmt.Sprintf("%s answer %d: %s after %s", s.slot.name, i, str, lastStr)
 							}
 						}
-						lastStr = id
-						continue
-					}
-					id := o.nums[j]
-					nums = append(nums, id)
-					if k.ordered && id <= lastNum {
-						v.disorder++
-						if v.disExample == "" {
-							v.disExample = fmt.Sprintf("%s answer %d: %d after %d", s.slot.name, i, id, lastNum)
+						lastStr = str
+					} else {
+						id = o.nums[j]
+						nums = append(nums, id)
+						if k.ordered && id <= lastNum {
+							v.disorder++
+							if v.disExample == "" {
+								v.disExample = fmt.Sprintf("%s answer %d: %d after %d", s.slot.name, i, id, lastNum)
+							}
 						}
+						lastNum = id
 					}
-					lastNum = id
-					if k.line {
-						ln := sites[o.region].Line(math.MaxInt64)
-						if id < ln.Base || id > ln.Base+ln.Limit {
+					if k.share != nil {
+						if why := k.share(sites[o.region], id, str); why != "" {
 							v.outside++
 							if v.outExample == "" {
-								v.outExample = fmt.Sprintf("%s (region %s) answered %d; its share is [%d, %d]", s.slot.name, o.region, id, ln.Base, ln.Base+ln.Limit)
+								v.outExample = fmt.Sprintf("%s (region %s): %s", s.slot.name, o.region, why)
 							}
 						}
 					}
@@ -149,4 +152,82 @@ func report(t *testing.T, vs []verdict, regions []string) {
 			t.Errorf("key %s: no IDs collected", v.key)
 		}
 	}
+}
+
+// lineShare: a counter key's ID lies in its region's share of the
+// number line (region.Line).
+func lineShare(r region.Region, id int64, _ string) string {
+	ln := r.Line(math.MaxInt64)
+	if id < ln.Base || id > ln.Base+ln.Limit {
+		return fmt.Sprintf("%d is outside [%d, %d]", id, ln.Base, ln.Base+ln.Limit)
+	}
+	return ""
+}
+
+var leaf, twitter = mustLayout("leaf"), mustLayout("twitter")
+
+func mustLayout(name string) snowflake.Layout {
+	l, ok := snowflake.Lookup(name)
+	if !ok {
+		panic("no layout " + name)
+	}
+	return l
+}
+
+// workerShare: a leaf ID's worker lies in the region's slice of the
+// 1,024 worker IDs (region i of n: [i*1024/n, (i+1)*1024/n)).
+func workerShare(r region.Region, id int64, _ string) string {
+	p, err := snowflake.Decode(leaf, id)
+	if err != nil {
+		return err.Error()
+	}
+	w := int64(1) << leaf.NodeFields()[0].Bits
+	lo, hi := int64(r.Index)*w/int64(r.Count), int64(r.Index+1)*w/int64(r.Count)
+	if p.Node["worker"] < lo || p.Node["worker"] >= hi {
+		return fmt.Sprintf("%d has worker %d, outside [%d, %d)", id, p.Node["worker"], lo, hi)
+	}
+	return ""
+}
+
+// datacenterShare: a twitter ID's datacenter field holds the region
+// index.
+func datacenterShare(r region.Region, id int64, _ string) string {
+	p, err := snowflake.Decode(twitter, id)
+	if err != nil {
+		return err.Error()
+	}
+	if p.Node["datacenter"] != int64(r.Index) {
+		return fmt.Sprintf("%d has datacenter %d, not the region index %d", id, p.Node["datacenter"], r.Index)
+	}
+	return ""
+}
+
+var orderCodec = func() *ordernum.Codec {
+	f, err := ordernum.ParseFormat("length=16")
+	if err != nil {
+		panic(err)
+	}
+	key, err := ordernum.ParseKey(0, orderKey)
+	if err != nil {
+		panic(err)
+	}
+	c, err := ordernum.New(f, key)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
+
+// residueShare: an order number decrypts (with the key's own material)
+// to a sequence value in the region's residue class: value mod count is
+// the region index.
+func residueShare(r region.Region, _ int64, s string) string {
+	p, err := orderCodec.Decode(s)
+	if err != nil {
+		return err.Error()
+	}
+	if p.Seq%uint64(r.Count) != uint64(r.Index) {
+		return fmt.Sprintf("%s decrypts to %d, which is %d mod %d, not the region index %d", s, p.Seq, p.Seq%uint64(r.Count), r.Count, r.Index)
+	}
+	return ""
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idmint/idmint/region"
 	"github.com/idmint/idmint/testkit/servenode"
 	"github.com/idmint/idmint/testkit/tcpproxy"
 	"github.com/idmint/idmint/testkit/testserver"
@@ -31,29 +32,37 @@ const orderKey = "000102030405060708090a0b0c0d0e0f"
 
 // keySpec is one key every node serves, and what the test asserts of it.
 type keySpec struct {
-	name  string
-	count int  // IDs per request
-	text  bool // IDs compared as strings (UUIDs, order numbers)
+	name   string
+	config string // the key's line under keys:
+	count  int    // IDs per request
+	text   bool   // IDs compared as strings (UUIDs, order numbers)
 	// ordered: one node's answers strictly increase (each loader sends
 	// one request at a time, so its answers are in real-time order).
 	ordered bool
-	// line: a counter key whose IDs lie in the answering region's share
-	// of the number line (region.Line).
-	line bool
 	// linear: real-time order across all nodes of a region (monotonic).
 	linear bool
+	// home: only this region serves the key (monotonic home_region); the
+	// other region's loaders leave it alone, takenHome asks it once.
+	home string
+	// share says why an ID is not in the answering region's share of
+	// the key's ID space ("" when it is); nil: no share to check.
+	share func(r region.Region, num int64, str string) string
 }
 
-// keys are the keys of the proof, one per kind of mechanism: a snowflake
-// layout, a segment number line, a region-scoped monotonic key, order
-// numbers over a segment sequence, and UUIDv7, which needs no
-// coordination.
+// keys are the keys of the proof, one per mechanism that keeps regions
+// apart: a snowflake layout whose worker IDs the regions split, one whose
+// datacenter field carries the region, a segment key on the region's
+// share of the number line, a region-scoped monotonic key, a monotonic
+// key served by its home region only, order numbers over a residue class
+// of one permuted sequence, and UUIDv7, which needs no coordination.
 var keys = []keySpec{
-	{name: "flake", count: 20, ordered: true},
-	{name: "order", count: 50, ordered: true, line: true},
-	{name: "seq", count: 3, ordered: true, line: true, linear: true},
-	{name: "orderno", count: 10, text: true},
-	{name: "uuid", count: 10, text: true, ordered: true},
+	{name: "flake", config: "{strategy: snowflake}", count: 20, ordered: true, share: workerShare},
+	{name: "tweet", config: "{strategy: snowflake, layout: twitter}", count: 20, ordered: true, share: datacenterShare},
+	{name: "order", config: "{strategy: segment, step: 1000}", count: 50, ordered: true, share: lineShare},
+	{name: "seq", config: `{strategy: monotonic, options: {ttl: "2", scope: region}}`, count: 3, ordered: true, linear: true, share: lineShare},
+	{name: "home", config: `{strategy: monotonic, options: {ttl: "2", home_region: east}}`, count: 3, ordered: true, linear: true, home: "east"},
+	{name: "orderno", config: fmt.Sprintf(`{strategy: ordernum, options: {format: "length=16", key: %q}}`, orderKey), count: 10, text: true, share: residueShare},
+	{name: "uuid", config: "{strategy: uuid}", count: 10, text: true, ordered: true},
 }
 
 // nodeConfig is what one node's config says: its region, and the
@@ -76,11 +85,9 @@ func (c nodeConfig) yaml() string {
 	}
 	fmt.Fprintf(&b, "stores:\n  default: %q\n", c.store)
 	b.WriteString("keys:\n")
-	b.WriteString("  flake: {strategy: snowflake}\n")
-	b.WriteString("  order: {strategy: segment, step: 1000}\n")
-	b.WriteString("  seq: {strategy: monotonic, options: {ttl: \"2\"}}\n")
-	fmt.Fprintf(&b, "  orderno: {strategy: ordernum, options: {format: \"length=16\", key: %q}}\n", orderKey)
-	b.WriteString("  uuid: {strategy: uuid}\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %s: %s\n", k.name, k.config)
+	}
 	return b.String()
 }
 
@@ -230,7 +237,7 @@ func (l *load) loop(s *stream) {
 		default:
 		}
 		tg := s.slot.cur.Load()
-		if tg == nil {
+		if tg == nil || (s.key.home != "" && tg.region != s.key.home) {
 			time.Sleep(20 * time.Millisecond) // the node is down: wait for the test to start it
 			continue
 		}
@@ -340,7 +347,7 @@ func (l *load) waitAnswers(t *testing.T, why string, n int64, d time.Duration, s
 	from := map[*stream]int64{}
 	var ws []*stream
 	for _, s := range l.streams {
-		if slices.Contains(sls, s.slot) {
+		if tg := s.slot.cur.Load(); slices.Contains(sls, s.slot) && (s.key.home == "" || tg == nil || tg.region == s.key.home) {
 			from[s] = s.answered.Load()
 			ws = append(ws, s)
 		}
