@@ -1,12 +1,14 @@
 package regions
 
 import (
+	"database/sql"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +23,11 @@ import (
 // longRun is the long run's length (scripts/regions-soak.sh): the fault
 // cycle repeats, each fault held longer, until it has passed.
 var longRun = flag.Duration("regions.long", 0, "repeat the fault cycle (link cut, database failover, etcd loss) until this much time has passed, then move a node; 0: once, as the suite runs it")
+
+// pace is each loader's pause between two answers: the short run draws
+// as fast as two loaded cores allow; the long run draws slower, so that
+// keeping every ID of half an hour fits in memory.
+var pace = flag.Duration("regions.pace", 2*time.Millisecond, "each loader's pause between two answers")
 
 // wait bounds every wait of the scenario for the nodes.
 const wait = 90 * time.Second
@@ -72,7 +79,7 @@ func TestRegions(t *testing.T) {
 	started := time.Since(began)
 	t.Logf("servers and six nodes up after %v", started.Round(time.Millisecond))
 
-	l := newLoad(2 * time.Millisecond)
+	l := newLoad(*pace)
 	slots := map[*site][]*slot{}
 	for _, s := range sites {
 		for _, n := range s.nodes {
@@ -127,8 +134,11 @@ func TestRegions(t *testing.T) {
 	}
 	vs := l.check(spec)
 	report(t, vs, []string{"east", "west"})
-	t.Logf("%d requests in %v (%.0f/s); load average %s before, %s after; start-up %v",
-		l.requests.Load(), elapsed.Round(time.Millisecond), float64(l.requests.Load())/time.Since(l.start).Seconds(), loadBefore, loadAvg(), started.Round(time.Millisecond))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("%d requests in %v (%.0f/s); load average %s before, %s after; start-up %v; the test's heap %d MiB",
+		l.requests.Load(), elapsed.Round(time.Millisecond), float64(l.requests.Load())/time.Since(l.start).Seconds(), loadBefore, loadAvg(),
+		started.Round(time.Millisecond), ms.HeapInuse>>20)
 }
 
 // linkCut is fault (a): the registry is out of reach of both regions
@@ -201,11 +211,38 @@ func databaseFailover(t *testing.T, l *load, east, west *site, slots map[*site][
 	l.setPhase(phase)
 	west.replica.WaitCaughtUp(t, wait)
 	west.replica.Proxy.Cut() // the replica falls behind
+	// Until west's nodes have taken a segment the replica never saw.
+	db, err := sql.Open("pgx", west.pg.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	taken := func() int64 {
+		var n int64
+		if err := db.QueryRow("SELECT COALESCE(sum(max_id), 0) FROM leaf_alloc").Scan(&n); err != nil {
+			t.Fatalf("read west's segment rows: %v", err)
+		}
+		return n
+	}
+	before := taken()
+	testserver.Eventually(t, "west to take a segment the replica never sees", wait, func() bool { return taken() > before })
+	db.Close()
 	l.waitAnswers(t, phase+": replication cut", hold, wait, slots[west]...)
 	west.pg.Kill(t) // the primary dies with writes the replica never saw
 	west.replica.Promote(t)
 	west.vip.Retarget(west.replica.HostPort())
 	l.waitAnswers(t, phase+": after the switch", hold, wait, append(slots[west], slots[east]...)...)
+	// The replica lost segments west had served: the nodes noticed the
+	// switch (the server's identity changed, or the store went back below
+	// the region's witness marks).
+	seen := 0
+	for _, n := range west.nodes {
+		lg := logOf(n)
+		seen += strings.Count(lg, "went back below the witness") + strings.Count(lg, "the store's server changed")
+	}
+	if seen < cycle {
+		t.Errorf("no west node logged the failover of its store")
+	}
 	if n := l.refusals(east.name, phase); n > 0 {
 		t.Errorf("east: %d refusals while west's database failed over; last: %s", n, l.lastError(east.name))
 	}
