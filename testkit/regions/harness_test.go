@@ -142,8 +142,9 @@ func startSite(t *testing.T, name string, index int, registry string, replica bo
 // slot is one place a loader sends requests to: a node, which the test
 // may stop, restart or move to the other region.
 type slot struct {
-	name string
-	cur  atomic.Pointer[target]
+	name  string
+	cur   atomic.Pointer[target]
+	lives int // targets set so far
 }
 
 // target is one life of a slot's node: where it answers, for which
@@ -154,18 +155,15 @@ type target struct {
 	life   int
 }
 
-// set points the slot at a node (nil: the node is down; its loaders
-// wait).
+// set points the slot at a node (url "": the node is down; its loaders
+// wait). Only the test's goroutine calls it.
 func (sl *slot) set(url, region string) {
-	life := 0
-	if old := sl.cur.Load(); old != nil {
-		life = old.life + 1
-	}
 	if url == "" {
 		sl.cur.Store(nil)
 		return
 	}
-	sl.cur.Store(&target{url: url, region: region, life: life})
+	sl.cur.Store(&target{url: url, region: region, life: sl.lives})
+	sl.lives++
 }
 
 // op is one answered request.
