@@ -16,9 +16,10 @@
 # requests per second, the machine's load.
 #
 # Each loader pauses PACE (default 20ms) between answers, so that every ID
-# of the run fits in memory: at 20ms about 35,000 IDs a second, some 50 MiB
-# of the test's heap a minute. The suite's short run is the same test once
-# through at 2ms.
+# of the run fits in memory: at 20ms on a loaded 2-core machine about
+# 27,000 IDs a second, some 45 MiB of the test's heap a minute (give a
+# larger PACE, e.g. 50ms, to runs longer than 20 minutes). The suite's
+# short run is the same test once through at 2ms.
 #
 #   bash scripts/regions-soak.sh 30m
 #   bash scripts/regions-soak.sh 5m 5ms     # shorter, harder

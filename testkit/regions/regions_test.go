@@ -130,7 +130,17 @@ func TestRegions(t *testing.T) {
 				per = append(per, fmt.Sprintf("%s %d", p, n))
 			}
 		}
-		t.Logf("region %s: %d refusals (%s); last: %s", s.name, l.refusals(s.name, ""), strings.Join(per, ", "), l.lastError(s.name))
+		var byKey []string
+		for _, k := range keys {
+			n := 0
+			for _, p := range phases(l) {
+				n += l.refusalsOf(s.name, p, k.name)
+			}
+			if n > 0 {
+				byKey = append(byKey, fmt.Sprintf("%s %d", k.name, n))
+			}
+		}
+		t.Logf("region %s: %d refusals (by phase: %s; by key: %s); last: %s", s.name, l.refusals(s.name, ""), strings.Join(per, ", "), strings.Join(byKey, ", "), l.lastError(s.name))
 	}
 	vs := l.check(spec)
 	report(t, vs, []string{"east", "west"})
