@@ -152,14 +152,25 @@ func TestRegions(t *testing.T) {
 }
 
 // linkCut is fault (a): the registry is out of reach of both regions
-// (both links cut) while one node of each restarts: the restarted nodes
+// (both links cut: silent, or refusing connections) while one node of
+// each restarts: the restarted nodes
 // start on the claim their data directory cached, and neither region
 // refuses a request.
 func linkCut(t *testing.T, l *load, bin string, sites []*site, slots map[*site][]*slot, hold int64, cycle int) {
-	phase := fmt.Sprintf("link cut #%d", cycle)
+	// A partition that drops every packet (odd cycles), or one that
+	// refuses every connection (even ones, in the long run).
+	how := "silent"
+	if cycle%2 == 0 {
+		how = "refusing"
+	}
+	phase := fmt.Sprintf("link cut #%d (%s)", cycle, how)
 	l.setPhase(phase)
 	for _, s := range sites {
-		s.link.Cut()
+		if how == "silent" {
+			s.link.Blackhole()
+		} else {
+			s.link.Cut()
+		}
 	}
 	for _, s := range sites {
 		// A follower restarts: a monotonic leader's kill -9 would make
