@@ -17,7 +17,7 @@
 #
 # Each loader pauses PACE (default 20ms) between answers, so that every ID
 # of the run fits in memory: at 20ms on a loaded 2-core machine about
-# 27,000 IDs a second, some 45 MiB of the test's heap a minute (give a
+# 27,000 IDs a second, some 55 MiB of the test's heap a minute (give a
 # larger PACE, e.g. 50ms, to runs longer than 20 minutes). The suite's
 # short run is the same test once through at 2ms.
 #
