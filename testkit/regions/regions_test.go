@@ -40,8 +40,10 @@ const wait = 90 * time.Second
 // One loader per key and node draws IDs all along, while:
 //
 //	(a) the link between the regions is cut (the registry is out of
-//	    reach of both) and one node of each region restarts meanwhile:
-//	    both regions keep serving, without one refusal;
+//	    reach of both; the link drops every packet, or in the long run's
+//	    even cycles refuses connections) and one node of each region
+//	    restarts meanwhile: both regions keep serving, without one
+//	    refusal;
 //	(b) west's PostgreSQL fails over to its replica, which replication
 //	    had left behind: east does not notice; west serves again;
 //	(c) east's etcd is lost (its one member killed) and restored: west
