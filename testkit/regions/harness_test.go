@@ -196,16 +196,21 @@ type load struct {
 	wg       sync.WaitGroup
 	requests atomic.Int64
 
-	mu       sync.Mutex
-	refused  map[refusalKey]int
-	lastErr  map[string]string // per region
-	stopped  bool
-	pace     time.Duration
-	phaseLog []string
+	mu      sync.Mutex
+	refused map[refusalKey]int
+	// storeFault is, per region, the phase its store last failed over
+	// in: a refusal for a failed store is that phase's, whenever it
+	// comes (a node finds a pooled connection to the old primary dead
+	// only when it next takes a segment, which may be phases later).
+	storeFault map[string]string
+	lastErr    map[string]string // per region
+	stopped    bool
+	pace       time.Duration
+	phaseLog   []string
 }
 
 func newLoad(pace time.Duration) *load {
-	l := &load{start: time.Now(), stop: make(chan struct{}), refused: map[refusalKey]int{}, lastErr: map[string]string{}, pace: pace,
+	l := &load{start: time.Now(), stop: make(chan struct{}), refused: map[refusalKey]int{}, storeFault: map[string]string{}, lastErr: map[string]string{}, pace: pace,
 		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	l.setPhase("start")
 	return l
@@ -248,7 +253,11 @@ func (l *load) loop(s *stream) {
 				continue // the test stopped or moved the node meanwhile
 			}
 			l.mu.Lock()
-			l.refused[refusalKey{tg.region, *l.phase.Load(), s.key.name}]++
+			phase := *l.phase.Load()
+			if f := l.storeFault[tg.region]; f != "" && strings.Contains(err.Error(), "the store failed") {
+				phase = f
+			}
+			l.refused[refusalKey{tg.region, phase, s.key.name}]++
 			l.lastErr[tg.region] = fmt.Sprintf("%s %s: %v", s.slot.name, s.key.name, err)
 			l.mu.Unlock()
 			time.Sleep(20 * time.Millisecond)
