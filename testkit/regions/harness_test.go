@@ -199,9 +199,12 @@ type load struct {
 	mu      sync.Mutex
 	refused map[refusalKey]int
 	// storeFault is, per region, the phase its store last failed over
-	// in: a refusal for a failed store is that phase's, whenever it
-	// comes (a node finds a pooled connection to the old primary dead
-	// only when it next takes a segment, which may be phases later).
+	// in: a refusal for a failed allocation from the store is that
+	// phase's, whenever it comes (a node finds a pooled connection to the
+	// old primary dead only when it next takes a segment, which may be
+	// phases later). A witness's failure ("the store failed: key ...:
+	// witness: ...") is not: a region whose witness were another
+	// region's etcd must be caught refusing in that etcd's outage.
 	storeFault map[string]string
 	lastErr    map[string]string // per region
 	stopped    bool
@@ -254,7 +257,7 @@ func (l *load) loop(s *stream) {
 			}
 			l.mu.Lock()
 			phase := *l.phase.Load()
-			if f := l.storeFault[tg.region]; f != "" && strings.Contains(err.Error(), "the store failed") {
+			if f := l.storeFault[tg.region]; f != "" && strings.Contains(err.Error(), "the store failed: allocate") {
 				phase = f
 			}
 			l.refused[refusalKey{tg.region, phase, s.key.name}]++
