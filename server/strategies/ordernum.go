@@ -107,7 +107,7 @@ func parseOrdernum(k server.KeyConfig, cfg *server.Config) (ordernumOptions, []s
 	}
 	if r := cfg.RegionSpec(); err == nil && !r.Single() && f.Capacity()/uint64(r.Count) == 0 {
 		ps = append(ps, server.Problem{Field: "options.format", Value: k.Options["format"], Message: fmt.Sprintf(
-			"holds %d order numbers, fewer than region.count %d: each region issues every %dth number of the permuted sequence and needs one at least", f.Capacity(), r.Count, r.Count)})
+			"holds %d order numbers, fewer than region.count %d: each region takes its own block of the permuted sequence and needs one number at least", f.Capacity(), r.Count)})
 	}
 	return o, ps
 }
@@ -318,10 +318,11 @@ func newOrdernum(ctx context.Context, env *server.Env, name string, k server.Key
 	}
 	o := &ordernumKey{
 		name: name, a: a, step: k.Step, desc: k.Options["description"],
-		codec: codec, f: f, loc: loc, clk: env.Clock, log: log, rcount: 1,
+		codec: codec, f: f, loc: loc, clk: env.Clock, log: log, rcount: 1, share: f.Capacity(),
 	}
 	if r := env.Config.RegionSpec(); !r.Single() {
-		o.rcount, o.rindex = uint64(r.Count), uint64(r.Index)
+		o.rcount, o.share = uint64(r.Count), f.Capacity()/uint64(r.Count)
+		o.base = uint64(r.Index) * o.share
 	}
 	// Open today's sequence now: a bad store fails at start, not on the
 	// first request.
@@ -356,11 +357,16 @@ type ordernumKey struct {
 	clk   clock.Clock
 	log   *slog.Logger
 	ring  *materialRing
-	// The region's residue class of the permuted sequence: the store's
-	// number s is encrypted as s*rcount+rindex (rcount 1, rindex 0
-	// without regions), so a number shows neither the region nor its
-	// volume, and each region has capacity/rcount numbers.
-	rcount, rindex uint64
+	// The region's block of the permuted sequence: the store's number s
+	// (below share = capacity/rcount) is encrypted as base+s, with base
+	// = index*share (0 without regions, and for region 0). The
+	// permutation hides which block a number came from, so a number
+	// shows neither its region nor any volume; and region 0 encrypts the
+	// very values a single region did, so one region grows into two
+	// without a repeat: region 1's block starts above every value region
+	// 0 issued while it had the whole capacity, as long as it had used
+	// less than its new share (past it, region 0 refuses).
+	rcount, share, base uint64
 
 	cur    atomic.Pointer[daySequence] // the latest day's sequence
 	openMu sync.Mutex                  // serialises creating a day's row (once a day)
@@ -480,9 +486,9 @@ func (o *ordernumKey) NextStrings(ctx context.Context, dst []string) error {
 	buf := make([]byte, 0, len(dst)*o.f.Length())
 	for i, s := range seqs {
 		start := len(buf)
-		v := uint64(s)*o.rcount + o.rindex
-		if o.rcount > 1 && uint64(s) > (math.MaxUint64-o.rindex)/o.rcount {
-			v = math.MaxUint64 // past any capacity: AppendEncode refuses it
+		v := o.base + uint64(s)
+		if uint64(s) >= o.share {
+			v = math.MaxUint64 // past the region's block: AppendEncode refuses it
 		}
 		buf, err = o.codec.AppendEncode(buf, v, day)
 		if err != nil {
@@ -493,7 +499,9 @@ func (o *ordernumKey) NextStrings(ctx context.Context, dst []string) error {
 		}
 		dst[i] = string(buf[start:])
 	}
-	o.noteUsage(seq.name, int64(uint64(seqs[len(seqs)-1])*o.rcount+o.rindex))
+	// Usage is the share of the region's block used, scaled to the
+	// format's capacity the Usage helpers divide by.
+	o.noteUsage(seq.name, int64(uint64(seqs[len(seqs)-1])*o.rcount))
 	return nil
 }
 

@@ -227,8 +227,8 @@ func TestRegionSnowflakeRefused(t *testing.T) {
 }
 
 // TestRegionOrdernumDisjoint: two regions' order numbers, each from its
-// own store counting from 1, never coincide; region 0 of 1 (or no
-// region) issues the numbers it always did.
+// own store counting from 1, never coincide; region 0 (of 1 or of 2)
+// issues the numbers no region did.
 func TestRegionOrdernumDisjoint(t *testing.T) {
 	kc := server.KeyConfig{Strategy: "ordernum", Step: 50, Options: map[string]string{"format": "length=8", "key": "000102030405060708090a0b0c0d0e0f"}}
 	strs := func(h http.Handler) []string {
@@ -250,6 +250,12 @@ func TestRegionOrdernumDisjoint(t *testing.T) {
 	}
 	if strings.Join(got[0], ",") != strings.Join(got[1], ",") {
 		t.Fatal("region 0 of 1 changed the order numbers")
+	}
+	// Region 0 of 2 issues the numbers a single region did, so a single
+	// region that becomes region 0 repeats none of its own, and region 1
+	// (its own block) none of them either.
+	if strings.Join(got[0], ",") != strings.Join(got[2], ",") {
+		t.Fatal("region 0 of 2 changed the order numbers: a single region growing into two would reissue")
 	}
 	seen := map[string]bool{}
 	for _, v := range got[2] {

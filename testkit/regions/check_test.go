@@ -202,11 +202,16 @@ func datacenterShare(r region.Region, id int64, _ string) string {
 	return ""
 }
 
-var orderCodec = func() *ordernum.Codec {
+var orderFormat = func() ordernum.Format {
 	f, err := ordernum.ParseFormat("length=16")
 	if err != nil {
 		panic(err)
 	}
+	return f
+}()
+
+var orderCodec = func() *ordernum.Codec {
+	f := orderFormat
 	key, err := ordernum.ParseKey(0, orderKey)
 	if err != nil {
 		panic(err)
@@ -218,16 +223,17 @@ var orderCodec = func() *ordernum.Codec {
 	return c
 }()
 
-// residueShare: an order number decrypts (with the key's own material)
-// to a sequence value in the region's residue class: value mod count is
-// the region index.
-func residueShare(r region.Region, _ int64, s string) string {
+// blockShare: an order number decrypts (with the key's own material) to
+// a sequence value in the region's block of the permutation's input:
+// value / (capacity/count) is the region index.
+func blockShare(r region.Region, _ int64, s string) string {
 	p, err := orderCodec.Decode(s)
 	if err != nil {
 		return err.Error()
 	}
-	if p.Seq%uint64(r.Count) != uint64(r.Index) {
-		return fmt.Sprintf("%s decrypts to %d, which is %d mod %d, not the region index %d", s, p.Seq, p.Seq%uint64(r.Count), r.Count, r.Index)
+	share := orderFormat.Capacity() / uint64(r.Count)
+	if p.Seq/share != uint64(r.Index) {
+		return fmt.Sprintf("%s decrypts to %d, in block %d of %d (%d each), not the region index %d", s, p.Seq, p.Seq/share, r.Count, share, r.Index)
 	}
 	return ""
 }

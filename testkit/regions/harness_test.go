@@ -53,7 +53,7 @@ type keySpec struct {
 // apart: a snowflake layout whose worker IDs the regions split, one whose
 // datacenter field carries the region, a segment key on the region's
 // share of the number line, a region-scoped monotonic key, a monotonic
-// key served by its home region only, order numbers over a residue class
+// key served by its home region only, order numbers over a block of the permutation
 // of one permuted sequence, and UUIDv7, which needs no coordination.
 var keys = []keySpec{
 	{name: "flake", config: "{strategy: snowflake}", count: 20, ordered: true, share: workerShare},
@@ -61,7 +61,7 @@ var keys = []keySpec{
 	{name: "order", config: "{strategy: segment, step: 1000}", count: 50, ordered: true, share: lineShare},
 	{name: "seq", config: `{strategy: monotonic, options: {ttl: "2", scope: region}}`, count: 3, ordered: true, linear: true, share: lineShare},
 	{name: "home", config: `{strategy: monotonic, options: {ttl: "2", home_region: east}}`, count: 3, ordered: true, linear: true, home: "east"},
-	{name: "orderno", config: fmt.Sprintf(`{strategy: ordernum, options: {format: "length=16", key: %q}}`, orderKey), count: 10, text: true, share: residueShare},
+	{name: "orderno", config: fmt.Sprintf(`{strategy: ordernum, options: {format: "length=16", key: %q}}`, orderKey), count: 10, text: true, share: blockShare},
 	{name: "uuid", config: "{strategy: uuid}", count: 10, text: true, ordered: true},
 }
 
