@@ -473,7 +473,7 @@ func (k *monotonicKey) Stats() []server.Stat {
 	if k.form == monotonic.Counter && leader == 1 {
 		// The persisted bound claims every value below it; a follower
 		// knows no bound.
-		runway = counterStats(int64Ceiling, bound)
+		runway = k.line.runway(int64Ceiling, bound)
 	}
 	return append([]server.Stat{
 		{Name: "monotonic_leader", Help: "1 while this node is the proven leader of a monotonic key.", Value: leader},

@@ -246,7 +246,7 @@ func (k *redisKey) Stats() []server.Stat {
 	return append([]server.Stat{
 		{Name: "redis_counter_ceiling", Help: "Persisted high-water mark a redis key's counter works under.", Value: float64(mark)},
 		{Name: "redis_counter_last", Help: "Largest value this process handed out for a redis key.", Value: float64(k.last.Load())},
-	}, counterStats(rediscounter.MaxValue, mark)...)
+	}, k.line.runway(rediscounter.MaxValue, mark)...)
 }
 
 // Close closes the counter and the readiness client.

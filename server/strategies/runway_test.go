@@ -210,6 +210,27 @@ func TestCounterStatsExact(t *testing.T) {
 	}
 }
 
+// TestRegionRunway: a key on region 1 of 2 reports the top of its share
+// as its ceiling and the headroom left in that share (2^62-1 counter
+// values), not the whole line's; without a region nothing changes.
+func TestRegionRunway(t *testing.T) {
+	one := newRegionLine(&server.Config{Region: server.RegionConfig{Name: "west", Index: 1, Count: 2}}, "k")
+	st := one.runway(math.MaxInt64, 1000)
+	if st[0].Value != float64(math.MaxInt64) || st[1].Value != float64(1<<62-1-1000) {
+		t.Errorf("region 1 of 2 at counter 1000: ceiling %v headroom %v, want 2^63-1 and %v", st[0].Value, st[1].Value, float64(1<<62-1-1000))
+	}
+	zero := newRegionLine(&server.Config{Region: server.RegionConfig{Name: "east", Index: 0, Count: 2}}, "k")
+	if st := zero.runway(math.MaxInt64, 1<<62-8); st[0].Value != float64(1<<62-1) || st[1].Value != 7 {
+		t.Errorf("region 0 of 2 near its end: ceiling %v headroom %v, want 2^62-1 and 7", st[0].Value, st[1].Value)
+	}
+	if st := zero.runway(1<<53-1, 5); st[1].Value != float64(1<<53-1-5) {
+		t.Errorf("a redis key (ceiling 2^53-1) in region 0 of 2: headroom %v", st[1].Value)
+	}
+	if st := (regionLine{}).runway(math.MaxInt64, 7); st[1].Value != float64(math.MaxInt64-7) {
+		t.Errorf("no region: headroom %v", st[1].Value)
+	}
+}
+
 // TestWorkerPoolWatch: the pool is listed at once and then every
 // poolEvery on the node's clock; a failed listing makes the count unknown
 // (no series) until one succeeds, and Close stops the watch.

@@ -279,7 +279,7 @@ func (s *segmentKey) Stats() []server.Stat {
 	st := s.k.Stats()
 	out := segmentStats(st)
 	if st.InitOK {
-		out = append(out, counterStats(int64Ceiling, segmentClaimed(st))...)
+		out = append(out, s.line.runway(int64Ceiling, segmentClaimed(st))...)
 	}
 	return out
 }

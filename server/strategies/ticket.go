@@ -244,7 +244,7 @@ func (k *ticketKey) Stats() []server.Stat {
 			Value: float64(back), Counter: true},
 		{Name: "ticket_server_changes_total", Help: "Times the database server behind a ticket server's URL changed identity (a failover or a restore).",
 			Value: float64(swaps), Counter: true},
-	}, counterStats(int64Ceiling, highest)...)
+	}, k.line.runway(int64Ceiling, highest)...)
 }
 
 // Close closes the key's connections.
