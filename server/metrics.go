@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idmint/idmint/internal/buildinfo"
 )
 
 // Route names label request metrics (never the raw path: key names would
@@ -85,7 +87,7 @@ func newMetrics(s *Server) *metrics {
 		info.Set(1)
 		m.reg.MustRegister(info)
 	}
-	m.reg.MustRegister(m.issued, m.hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, m.abandoned, budgetInUse,
+	m.reg.MustRegister(m.issued, m.hist, m.requests, &statsCollector{s}, m.budgetRefused, m.stalledClosed, m.abandoned, budgetInUse, buildInfoGauge(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -104,6 +106,20 @@ func (m *metrics) startFindings(fs []StartFinding) {
 		g.WithLabelValues(f.Check, f.Severity).Add(float64(f.Count))
 	}
 	m.reg.MustRegister(g)
+}
+
+// buildInfoGauge is idmint_build_info, 1 with the build's identity in its
+// labels, so that during a rolling upgrade a query tells which node runs
+// which build.
+func buildInfoGauge() prometheus.Collector {
+	in := buildinfo.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "idmint_build_info",
+		Help:        "1; the labels say which build this node runs (version, full commit hash or unknown, Go version).",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Route counts the requests of one route: their latency and their answers

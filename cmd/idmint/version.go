@@ -3,37 +3,36 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"runtime/debug"
+
+	"github.com/idmint/idmint/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3";
-// otherwise the module version or VCS revision from the build info is used.
-var version = ""
+// A release build sets these with -ldflags "-X main.version=v1.2.3
+// -X main.commit=<full hash> -X main.commitTime=2026-01-02T03:04:05Z"
+// (scripts/release.sh, deploy/Dockerfile); whatever is left empty comes
+// from the build information the Go toolchain records (see
+// internal/buildinfo, which /metrics' idmint_build_info reads too).
+var (
+	version    = ""
+	commit     = ""
+	commitTime = ""
+)
 
 func init() {
-	register(command{name: "version", summary: "print idmint's version", run: runVersion})
+	buildinfo.Stamp(version, commit, commitTime)
+	register(command{name: "version", summary: "print idmint's version, commit and build", run: runVersion})
 }
 
+// runVersion prints the build's identity: a first line "idmint VERSION
+// GOVERSION OS/ARCH", then one "name: value" line each for the commit,
+// its time and whether the work tree was modified.
 func runVersion(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "version", "")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	v := version
-	if v == "" {
-		v = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-				v = bi.Main.Version
-			}
-			for _, s := range bi.Settings {
-				if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-					v += " " + s.Value[:12]
-				}
-			}
-		}
-	}
-	fmt.Fprintf(e.stdout, "idmint %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	in := buildinfo.Get()
+	fmt.Fprintf(e.stdout, "idmint %s %s %s\ncommit:      %s\ncommit time: %s\nmodified:    %s\n",
+		in.Version, in.GoVersion, in.Platform, in.Commit, in.CommitTime, in.Modified)
 	return nil
 }
