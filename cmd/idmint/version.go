@@ -8,7 +8,8 @@ import (
 )
 
 // A release build sets these with -ldflags "-X main.version=v1.2.3
-// -X main.commit=<full hash> -X main.commitTime=2026-01-02T03:04:05Z"
+// -X main.commit=<full hash> -X main.commitTime=2026-01-02T03:04:05Z
+// -X main.modified=false"
 // (scripts/release.sh, deploy/Dockerfile); whatever is left empty comes
 // from the build information the Go toolchain records (see
 // internal/buildinfo, which /metrics' idmint_build_info reads too).
@@ -16,10 +17,11 @@ var (
 	version    = ""
 	commit     = ""
 	commitTime = ""
+	modified   = "" // "true": the work tree had uncommitted changes
 )
 
 func init() {
-	buildinfo.Stamp(version, commit, commitTime)
+	buildinfo.Stamp(version, commit, commitTime, modified)
 	register(command{name: "version", summary: "print idmint's version, commit and build", run: runVersion})
 }
 

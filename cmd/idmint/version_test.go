@@ -15,7 +15,7 @@ import (
 )
 
 // TestVersionStampedWithoutVCS: a build with VCS stamping off still prints
-// the version, commit and commit time given with -ldflags -X (what
+// the version, commit, commit time and modified flag given with -ldflags -X (what
 // scripts/release.sh and deploy/Dockerfile pass), and one without them
 // says (devel) and "unknown" rather than nothing. The stamped node's
 // /metrics shows the same values in idmint_build_info, so the server takes
@@ -39,13 +39,13 @@ func TestVersionStampedWithoutVCS(t *testing.T) {
 		when = "2026-01-02T03:04:05Z"
 	)
 	bin := filepath.Join(dir, "stamped")
-	args := []string{"build", "-buildvcs=false", "-o", bin, "-ldflags", "-X main.version=" + ver + " -X main.commit=" + rev + " -X main.commitTime=" + when, "."}
+	args := []string{"build", "-buildvcs=false", "-o", bin, "-ldflags", "-X main.version=" + ver + " -X main.commit=" + rev + " -X main.commitTime=" + when + " -X main.modified=true", "."}
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	for _, arg := range []string{"version", "--version"} {
 		got, err := exec.Command(bin, arg).CombinedOutput()
-		want := "idmint " + ver + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\ncommit:      " + rev + "\ncommit time: " + when + "\nmodified:    unknown\n"
+		want := "idmint " + ver + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\ncommit:      " + rev + "\ncommit time: " + when + "\nmodified:    true\n"
 		if err != nil || string(got) != want {
 			t.Errorf("stamped build: idmint %s = %q, %v; want %q", arg, got, err, want)
 		}

@@ -4,8 +4,9 @@
 // idmint_build_info series take these from.
 //
 // A release build stamps them (scripts/release.sh passes -ldflags
-// "-X main.version=... -X main.commit=... -X main.commitTime=...", and
-// cmd/idmint hands them to Stamp before anything runs); what is not
+// "-X main.version=... -X main.commit=... -X main.commitTime=...
+// -X main.modified=...", and cmd/idmint hands them to Stamp before
+// anything runs); what is not
 // stamped comes from the build information the Go toolchain records in
 // the binary (runtime/debug.ReadBuildInfo: the module version and, for a
 // `go build` inside a git checkout, the settings vcs.revision, vcs.time and
@@ -42,16 +43,16 @@ type Info struct {
 
 var (
 	mu      sync.Mutex
-	stamped Info // only Version, Commit, CommitTime
+	stamped Info // only Version, Commit, CommitTime, Modified
 )
 
-// Stamp records the values a release build set with -ldflags; empty ones
-// leave the build information's in place. cmd/idmint calls it once, at
-// start-up.
-func Stamp(version, commit, commitTime string) {
+// Stamp records the values a release build set with -ldflags (modified:
+// "true" or "false"); empty ones leave the build information's in place.
+// cmd/idmint calls it once, at start-up.
+func Stamp(version, commit, commitTime, modified string) {
 	mu.Lock()
 	defer mu.Unlock()
-	stamped = Info{Version: version, Commit: commit, CommitTime: commitTime}
+	stamped = Info{Version: version, Commit: commit, CommitTime: commitTime, Modified: modified}
 }
 
 // Get returns the running binary's identity: stamped values first, then
@@ -95,6 +96,9 @@ func merge(s Info, bi *debug.BuildInfo) Info {
 	}
 	if s.CommitTime != "" {
 		in.CommitTime = s.CommitTime
+	}
+	if s.Modified != "" {
+		in.Modified = s.Modified
 	}
 	return in
 }

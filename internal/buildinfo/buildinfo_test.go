@@ -23,8 +23,8 @@ func TestMerge(t *testing.T) {
 		{"nothing", Info{}, nil, Info{Version: "(devel)", Commit: Unknown, CommitTime: Unknown, Modified: Unknown}},
 		{"vcs only", Info{}, vcs, Info{Version: "(devel)", Commit: "0123456789abcdef0123456789abcdef01234567", CommitTime: "2026-12-07T05:00:00Z", Modified: "true", GoVersion: "go1.26.8"}},
 		{"module version", Info{}, &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, Info{Version: "v1.4.0", Commit: Unknown, CommitTime: Unknown, Modified: Unknown}},
-		{"stamp wins", Info{Version: "v2.0.0", Commit: "feedfacefeedfacefeedfacefeedfacefeedface", CommitTime: "2026-01-02T03:04:05Z"}, vcs,
-			Info{Version: "v2.0.0", Commit: "feedfacefeedfacefeedfacefeedfacefeedface", CommitTime: "2026-01-02T03:04:05Z", Modified: "true", GoVersion: "go1.26.8"}},
+		{"stamp wins", Info{Version: "v2.0.0", Commit: "feedfacefeedfacefeedfacefeedfacefeedface", CommitTime: "2026-01-02T03:04:05Z", Modified: "false"}, vcs,
+			Info{Version: "v2.0.0", Commit: "feedfacefeedfacefeedfacefeedfacefeedface", CommitTime: "2026-01-02T03:04:05Z", Modified: "false", GoVersion: "go1.26.8"}},
 		{"partial stamp", Info{Version: "v2.0.0"}, vcs, Info{Version: "v2.0.0", Commit: "0123456789abcdef0123456789abcdef01234567", CommitTime: "2026-12-07T05:00:00Z", Modified: "true", GoVersion: "go1.26.8"}},
 	} {
 		got := merge(c.stamp, c.bi)
@@ -46,8 +46,8 @@ func TestMerge(t *testing.T) {
 
 // TestStampThenGet: Get returns what Stamp recorded.
 func TestStampThenGet(t *testing.T) {
-	Stamp("v9.9.9-test", "abc", "")
-	t.Cleanup(func() { Stamp("", "", "") })
+	Stamp("v9.9.9-test", "abc", "", "")
+	t.Cleanup(func() { Stamp("", "", "", "") })
 	if in := Get(); in.Version != "v9.9.9-test" || in.Commit != "abc" {
 		t.Errorf("Get after Stamp = %+v", in)
 	}
