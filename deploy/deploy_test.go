@@ -1319,14 +1319,20 @@ func runTool(t *testing.T, dir string, env []string, name string, args ...string
 // missing binary is not the complaint), and its security exposure stays
 // at most 2.0 ("OK").
 func TestSystemdAnalyze(t *testing.T) {
-	sa := tool(t, "systemd-analyze")
+	analyzeUnit(t, tool(t, "systemd-analyze"), "systemd/idmint.service", idmint(t), "usr/local/bin/idmint")
+}
+
+// analyzeUnit runs systemd-analyze (sa) verify and security on the unit
+// file, with the binary bin at binDst under the root it checks.
+func analyzeUnit(t *testing.T, sa, unit, bin, binDst string) {
+	t.Helper()
 	units := "/usr/lib/systemd/system"
 	if _, err := os.Stat(filepath.Join(units, "multi-user.target")); err != nil {
 		units = "/lib/systemd/system"
 	}
 	root := t.TempDir()
-	copyFile(t, idmint(t), filepath.Join(root, "usr/local/bin/idmint"), 0o755)
-	copyFile(t, "systemd/idmint.service", filepath.Join(root, "etc/systemd/system/idmint.service"), 0o644)
+	copyFile(t, bin, filepath.Join(root, binDst), 0o755)
+	copyFile(t, unit, filepath.Join(root, "etc/systemd/system/idmint.service"), 0o644)
 	if err := os.MkdirAll(filepath.Join(root, "usr/lib/systemd"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -1335,7 +1341,7 @@ func TestSystemdAnalyze(t *testing.T) {
 	}
 	out := runTool(t, "", nil, sa, "verify", "--man=no", "--root="+root, "/etc/systemd/system/idmint.service")
 	if strings.TrimSpace(out) != "" {
-		t.Errorf("systemd-analyze verify says:\n%s", out)
+		t.Errorf("systemd-analyze verify %s says:\n%s", unit, out)
 	}
 	out = runTool(t, "", nil, sa, "security", "--offline=true", "--root="+root, "idmint.service")
 	m := regexp.MustCompile(`Overall exposure level for idmint.service: ([0-9.]+)`).FindStringSubmatch(out)
@@ -1343,9 +1349,9 @@ func TestSystemdAnalyze(t *testing.T) {
 		t.Fatalf("systemd-analyze security printed no exposure level:\n%s", out)
 	}
 	if v, _ := strconv.ParseFloat(m[1], 64); v > 2.0 {
-		t.Errorf("systemd-analyze security exposure %s, want at most 2.0", m[1])
+		t.Errorf("systemd-analyze security %s: exposure %s, want at most 2.0", unit, m[1])
 	}
-	t.Logf("systemd-analyze security: exposure %s", m[1])
+	t.Logf("systemd-analyze security %s: exposure %s", unit, m[1])
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {

@@ -24,6 +24,7 @@ test.sh: as root, this installs from Debian whatever is missing of:
   deploy validators: yamllint docker-compose systemd nodejs npm (then npm ci in deploy/validators)
   browser tests:    chromium fonts-liberation (without their recommended packages)
   gRPC code check:  protobuf-compiler
+  release packages: rpm (to read the .rpm; the test installs and purges the .deb it builds)
   Java client:      maven openjdk-17-jdk-headless libmaven-compiler-plugin-java libsurefire-java junit5
                     libmaven-jar-plugin-java libmaven-resources-plugin-java libmaven-install-plugin-java
 MSG
@@ -52,6 +53,9 @@ if [ "$(id -u)" = 0 ]; then
 	# power daemons); fonts-liberation, one of them, is kept so the
 	# dashboard's screenshot shows its text.
 	need chromium "the dashboard's browser test" chromium fonts-liberation
+	# rpm, to read the release's .rpm (deploy's TestReleasePackage; the
+	# .deb it installs with dpkg).
+	need rpm "the release package test" rpm
 	# protoc, for the check that the gRPC API's generated code is fresh.
 	need protobuf-compiler "the generated-code check" protobuf-compiler
 	# promtool (Debian's prometheus package): promtool check/test rules on
@@ -110,9 +114,9 @@ fi
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "test.sh: gofmt would change: $unformatted" >&2; exit 1; fi
 # go.mod and go.sum must be what `go mod tidy` makes of the imports, in this
-# module and in bench/, browsertest/ and tools/helm/ (modules of their own), so a dependency is never marked
-# wrongly nor left behind.
-for mod in . bench browsertest tools/helm; do
+# module and in bench/, browsertest/, tools/helm/ and tools/release/ (modules of their own), so a
+# dependency is never marked wrongly nor left behind.
+for mod in . bench browsertest tools/helm tools/release; do
 	[ -f "$mod/go.mod" ] || continue
 	if ! tidy=$(cd "$mod" && go mod tidy -diff); then
 		echo "test.sh: go.mod/go.sum in $mod are not tidy; run (cd $mod && go mod tidy):" >&2
