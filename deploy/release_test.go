@@ -54,13 +54,14 @@ func releaseTools(t *testing.T, names ...string) map[string]string {
 	return paths
 }
 
-// release runs scripts/release.sh into out for linux/amd64 with the given
-// packages, and returns what it wrote, by file name.
-func release(t *testing.T, out, packages string) map[string][]byte {
+// release runs scripts/release.sh into out (and version, if given) for
+// linux/amd64 with the given packages, and returns what it wrote, by file
+// name.
+func release(t *testing.T, out, packages string, version ...string) map[string][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	c := exec.CommandContext(ctx, "bash", "scripts/release.sh", out)
+	c := exec.CommandContext(ctx, "bash", append([]string{"scripts/release.sh", out}, version...)...)
 	c.Dir = ".."
 	c.Env = append(os.Environ(), "RELEASE_ARCHES=amd64", "RELEASE_PACKAGES="+packages)
 	if b, err := c.CombinedOutput(); err != nil {
@@ -85,7 +86,8 @@ func release(t *testing.T, out, packages string) map[string][]byte {
 // SHA256SUMS and SBOM describe the files beside them; the binary is static
 // and names its commit; the .rpm holds what the .deb holds; and the .deb
 // installs with dpkg (user, data directory, unit, config), runs as the
-// idmint user with its own config and hands out IDs, and purges cleanly.
+// idmint user with its own config and hands out IDs, upgrades keeping the
+// operator's config and the data, and purges cleanly.
 func TestReleasePackage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and installs a release; skipped with -short")
@@ -205,13 +207,22 @@ func TestReleasePackage(t *testing.T) {
 
 	// The .deb: installed, run, purged. An install a failed run left
 	// behind goes first.
-	installDeb(t, tools, filepath.Join(out, deb), version)
+	installDeb(t, tools, filepath.Join(out, deb), version, func() string {
+		next := release(t, filepath.Join(dir, "next"), "deb", "v99.0.0")
+		for n := range next {
+			if strings.HasSuffix(n, ".deb") {
+				return filepath.Join(dir, "next", n)
+			}
+		}
+		t.Fatalf("release.sh v99.0.0 wrote no .deb: %v", names(next))
+		return ""
+	})
 }
 
 // installDeb installs the .deb, checks what it set up, runs the packaged
 // binary with the packaged config as the idmint user, takes IDs from it,
-// and purges the package.
-func installDeb(t *testing.T, tools map[string]string, deb, version string) {
+// upgrades to the package next builds (version v99.0.0), and purges.
+func installDeb(t *testing.T, tools map[string]string, deb, version string, next func() string) {
 	cleanInstall := func() {
 		exec.Command(tools["dpkg"], "--purge", "idmint").Run()
 		os.RemoveAll("/var/lib/idmint")
@@ -326,6 +337,32 @@ func installDeb(t *testing.T, tools map[string]string, deb, version string) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the packaged idmint did not exit within 60 s of SIGTERM")
+	}
+
+	// Upgrade: the new binary, the operator's config and the data kept.
+	// --force-confold is what a non-interactive upgrade answers when the
+	// operator changed the config (interactively dpkg asks).
+	const mark = "# changed by the operator\n"
+	f, err := os.OpenFile("/etc/idmint/idmint.yaml", os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(mark)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOut(t, tools["dpkg"], "-i", "--force-confold", next())
+	if v := runOut(t, "dpkg-query", "-W", "-f=${Version}", "idmint"); v != "99.0.0-1" {
+		t.Errorf("after the upgrade dpkg has idmint %q, want 99.0.0-1", v)
+	}
+	if v := runOut(t, "/usr/bin/idmint", "version"); !strings.HasPrefix(v, "idmint v99.0.0 ") {
+		t.Errorf("after the upgrade /usr/bin/idmint version = %q", v)
+	}
+	if b, err := os.ReadFile("/etc/idmint/idmint.yaml"); err != nil || !strings.HasSuffix(string(b), mark) {
+		t.Errorf("the upgrade replaced the operator's /etc/idmint/idmint.yaml (%v)", err)
+	}
+	if _, err := os.Stat("/var/lib/idmint/segments.db"); err != nil {
+		t.Errorf("the upgrade lost the data directory: %v", err)
 	}
 
 	// Purge: the package's files go; the data directory stays (it keeps
