@@ -223,9 +223,13 @@ func TestReleasePackage(t *testing.T) {
 // binary with the packaged config as the idmint user, takes IDs from it,
 // upgrades to the package next builds (version v99.0.0), and purges.
 func installDeb(t *testing.T, tools map[string]string, deb, version string, next func() string) {
+	// What the package leaves by design (the data directory, the user)
+	// goes too, so each run sees a first install.
 	cleanInstall := func() {
 		exec.Command(tools["dpkg"], "--purge", "idmint").Run()
 		os.RemoveAll("/var/lib/idmint")
+		exec.Command("userdel", "idmint").Run()
+		exec.Command("groupdel", "idmint").Run()
 	}
 	cleanInstall()
 	t.Cleanup(cleanInstall)
