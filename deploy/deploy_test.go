@@ -1,8 +1,10 @@
 // Package deploy holds idmint's deployment files (systemd, Docker, Compose,
-// Kubernetes) and the test that keeps them true to the code: every flag,
-// environment variable, port and probe path they use exists, every config
-// they mount passes `idmint serve --check` with the environment they give
-// it, and the validators found on the machine accept them.
+// Kubernetes, the .deb/.rpm packaging) and the tests that keep them true
+// to the code: every flag, environment variable, port and probe path they
+// use exists, every config they mount passes `idmint serve --check` with
+// the environment they give it, the validators found on the machine accept
+// them, and the release packages install, run and uninstall
+// (release_test.go).
 package deploy
 
 import (
