@@ -38,6 +38,7 @@ var configChecks = []func(*server.Config, Options) []Finding{
 	checkLayoutEnd,
 	checkWorkerPool,
 	checkUnfenced,
+	checkRegionRegistry,
 }
 
 // source is where a key's numbers come from.
@@ -434,29 +435,21 @@ func checkLayoutEnd(cfg *server.Config, o Options) []Finding {
 // workerPool is the worker IDs a snowflake key's node may take: the
 // worker field's range, narrowed by worker_limit and by a k8s
 // coordinator's offset.
+//
+// With regions that split the worker IDs (regionWorkers) the coordinator
+// leases 0..size-1 of the region's slice: this is that range, and
+// stampedWorkers the worker field values the IDs carry.
 func workerPool(cfg *server.Config, k server.KeyConfig, l snowflake.Layout) (lo, hi int64, ok bool) {
-	wf := ""
-	nf := l.NodeFields()
-	for _, f := range nf {
-		if f.Name == "worker" {
-			wf = f.Name
-		}
-	}
-	if wf == "" && len(nf) == 1 {
-		wf = nf[0].Name
-	}
+	wf, bits := workerField(l)
 	if wf == "" {
 		return 0, 0, false
-	}
-	var bits int
-	for _, f := range nf {
-		if f.Name == wf {
-			bits = f.Bits
-		}
 	}
 	hi = int64(1)<<bits - 1
 	if v, err := strconv.ParseInt(k.Options["worker_limit"], 10, 64); err == nil && v > 0 && v-1 < hi {
 		hi = v - 1
+	}
+	if _, size, split := regionWorkers(cfg, k, l); split {
+		hi = size - 1
 	}
 	scheme, rest, _ := strings.Cut(cfg.Coordinator, "://")
 	switch strings.ToLower(scheme) {

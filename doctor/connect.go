@@ -60,7 +60,7 @@ func Connect(ctx context.Context, sites []Site, o ConnectOptions) []Finding {
 		if len(sites) > 1 {
 			site = s.Name
 		}
-		for _, c := range []func(context.Context, *server.Config, ConnectOptions) []Finding{checkBelowWitness, checkMonotonicBelowWitness, checkClockOffset, checkWorkersFree} {
+		for _, c := range []func(context.Context, *server.Config, ConnectOptions) []Finding{checkBelowWitness, checkMonotonicBelowWitness, checkClockOffset, checkWorkersFree, checkRegionClaims} {
 			wg.Go(func() {
 				got := c(ctx, s.Config, o)
 				mu.Lock()

@@ -24,7 +24,7 @@ type Site struct {
 type SiteCheck func(a, b Site) []Finding
 
 // SiteChecks are the checks CheckSites runs on every pair of sites.
-var SiteChecks = []SiteCheck{checkSiteWorkers, checkSiteNumbers}
+var SiteChecks = []SiteCheck{checkSiteWorkers, checkSiteNumbers, checkSiteRegions}
 
 // CheckSites runs Check on every site and SiteChecks on every pair of them,
 // and returns every finding, sorted. With one site it is Check with the
@@ -92,18 +92,24 @@ func checkSiteWorkers(a, b Site) []Finding {
 		if samePool(a.Config, b.Config) {
 			continue
 		}
-		loA, hiA, okA := workerPool(a.Config, ka, la)
-		loB, hiB, okB := workerPool(b.Config, kb, lb)
+		// Regions stamp their index in a node field or take a slice of
+		// the worker IDs: both are read as the IDs carry them.
+		loA, hiA, okA := stampedWorkers(a.Config, ka, la)
+		loB, hiB, okB := stampedWorkers(b.Config, kb, lb)
 		if !okA || !okB || hiA < loB || hiB < loA {
 			continue
 		}
+		wf, _ := workerField(la)
 		var same []string
 		differ := false
 		for _, f := range la.NodeFields() {
-			va, inA := ka.Options[f.Name]
-			vb, inB := kb.Options[f.Name]
+			if f.Name == wf {
+				continue
+			}
+			va, inA := nodeValue(a.Config, ka, la, f.Name)
+			vb, inB := nodeValue(b.Config, kb, lb, f.Name)
 			if !inA && !inB {
-				continue // the worker field
+				continue
 			}
 			if va != vb {
 				differ = true
@@ -129,7 +135,8 @@ func checkSiteWorkers(a, b Site) []Finding {
 
 // checkSiteNumbers: sites.number_line. A store-backed key served by two
 // sites from different stores counts on two number lines that start at
-// the same place, unless (ticket keys) their residue classes are disjoint.
+// the same place, unless (ticket keys) their residue classes are disjoint
+// or their regions keep them apart (regionsApart).
 func checkSiteNumbers(a, b Site) []Finding {
 	var fs []Finding
 	for _, name := range commonKeys(a, b) {
@@ -145,10 +152,13 @@ func checkSiteNumbers(a, b Site) []Finding {
 		if ka.Strategy == "ticket" && kb.Strategy == "ticket" && disjointClasses(ka, kb) {
 			continue
 		}
+		if regionsApart(a.Config, ka, b.Config, kb) {
+			continue // disjoint region shares, or one site does not issue the key
+		}
 		fs = append(fs, Finding{Check: "sites.number_line", Severity: Error, Site: pairName(a, b), Key: name,
 			Promise: fmt.Sprintf("IDs of key %q repeat between the sites: each site counts on its own number line from the same start", name),
 			Found:   fmt.Sprintf("site %s draws key %q from %s, site %s from %s", a.Name, name, sa.shown, b.Name, sb.shown),
-			Fix:     "serve the key from one store both sites reach, or give each site its own key name; ticket keys may instead use disjoint offsets with one step"})
+			Fix:     "serve the key from one store both sites reach, or give each site its own key name; or make the sites regions of one count with different indexes (region: section); ticket keys may instead use disjoint offsets with one step"})
 	}
 	return fs
 }
