@@ -150,6 +150,21 @@ coordinator: etcd://e1:2379/idmint
 keys: {sf: {strategy: snowflake}}`, 0, ""},
 		{"four worker IDs on one node", "workers.pool", 0, `
 keys: {sf: {strategy: snowflake, options: {worker_limit: "4"}}}`, 0, ""},
+		{"eight worker IDs, the second of two regions' slices, for five nodes", "workers.pool", 5, `
+coordinator: etcd://e1:2379/idmint
+region: {name: west, index: 1, count: 2}
+keys: {sf: {strategy: snowflake, options: {worker_limit: "16"}}}`, doctor.Warning, "sf"},
+		{"a region without a registry", "region.no_registry", 0, `
+coordinator: etcd://e1:2379/idmint
+region: {name: west, index: 1, count: 2}
+keys: {sf: {strategy: snowflake}}`, doctor.Info, "-"},
+		{"a region with a registry", "region.no_registry", 0, `
+coordinator: etcd://e1:2379/idmint
+region: {name: west, index: 1, count: 2, registry: "etcd://registry:2379/regions"}
+keys: {sf: {strategy: snowflake}}`, 0, ""},
+		{"no region", "region.no_registry", 0, `
+coordinator: etcd://e1:2379/idmint
+keys: {sf: {strategy: snowflake}}`, 0, ""},
 		{"StatefulSet ordinals", "workers.unfenced", 0, `
 coordinator: k8s://idmint-2
 keys: {sf: {strategy: snowflake}}`, doctor.Info, "-"},
