@@ -25,7 +25,8 @@ func writeConfig(t *testing.T, dir, name, yaml string) string {
 }
 
 // The exit status says the worst finding at or above --fail-on (3 a
-// warning, 4 an error), 0 when there is none, 2 for bad input.
+// warning, 4 an error), 0 when there is none (the zero config's finding
+// is info), 2 for bad input.
 func TestDoctorExitStatus(t *testing.T) {
 	dir := t.TempDir()
 	clean := writeConfig(t, dir, "clean.yaml", "data_dir: "+dir+"\nkeys: {u: {strategy: uuid}}\n")
@@ -34,6 +35,8 @@ func TestDoctorExitStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeConfig(t, filepath.Join(dir, "eu"), "zero.yaml", "data_dir: "+dir+"\nkeys: {order: {strategy: segment}}\n")
+	// A monotonic key's bound and its witness in one etcd: a warning.
+	warn := writeConfig(t, dir, "warn.yaml", "data_dir: "+dir+"\ncoordinator: etcd://e1:2379/idmint\nkeys: {seq: {strategy: monotonic}}\n")
 	shared := writeConfig(t, dir, "shared.yaml", "data_dir: "+dir+`
 coordinator: postgres://u@db1/ids
 witness: none
@@ -46,8 +49,9 @@ keys: {order: {strategy: segment}}
 		out  string
 	}{
 		{[]string{"--config", clean}, 0, "no findings"},
-		{[]string{"--config", zero}, 3, "WARNING  witness.same_domain  key order"},
-		{[]string{"--config", zero, "--fail-on", "error"}, 0, "witness.same_domain"},
+		{[]string{"--config", zero}, 0, "INFO  witness.same_domain  key order"},
+		{[]string{"--config", warn}, 3, "WARNING  witness.same_domain  key seq"},
+		{[]string{"--config", warn, "--fail-on", "error"}, 0, "witness.same_domain"},
 		{[]string{"--config", shared}, 4, "ERROR  witness.missing  key order"},
 		{[]string{"--config", shared, "--fail-on", "error"}, 4, "witness.missing"},
 		{[]string{"--config", shared, "--fail-on", "never"}, 0, "witness.missing"},
@@ -164,5 +168,41 @@ func TestDoctorConnectAndNodes(t *testing.T) {
 	}
 	if !doc.Checked.Connect || len(doc.Checked.Nodes) != 1 || got["workers.exhausted"] != "error" || got["nodes.health"] != "error" {
 		t.Errorf("checked %+v, findings %v", doc.Checked, got)
+	}
+}
+
+// Two regions' configs as docs/regions.md shows them: compared, no site
+// check finds an overlap and nothing is an error; a third region given
+// east's index is an error naming both files and the index.
+func TestDoctorRegions(t *testing.T) {
+	dir := t.TempDir()
+	site := func(name string, index int) string {
+		return writeConfig(t, dir, name+".yaml", fmt.Sprintf(`data_dir: %s
+coordinator: etcd://etcd.%[2]s:2379/idmint
+stores:
+  default: postgres://idmint@pg.%[2]s/ids
+region: {name: %[2]s, index: %[3]d, count: 2, registry: "etcd://registry:2379/regions"}
+keys:
+  order: {strategy: segment}
+  flake: {strategy: snowflake}
+  seq:   {strategy: monotonic, options: {scope: region}}
+`, dir, name, index))
+	}
+	east, west, north := site("east", 0), site("west", 1), site("north", 0)
+	code, out, errs := runCLI(t, "doctor", "--json", "--config", east, "--config", west)
+	var rep struct {
+		Findings []struct{ Check, Severity, Site string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("status %d: %v\n%s\n%s", code, err, out, errs)
+	}
+	for _, f := range rep.Findings {
+		if strings.HasPrefix(f.Check, "sites.") || f.Severity == "error" {
+			t.Errorf("east + west: %+v", f)
+		}
+	}
+	code, out, errs = runCLI(t, "doctor", "--config", east, "--config", north)
+	if code != doctorExitError || !strings.Contains(out, "ERROR  sites.region_index  (east.yaml + north.yaml)") || !strings.Contains(out, "both index 0") {
+		t.Errorf("east + north: status %d\n%s\n%s", code, out, errs)
 	}
 }
