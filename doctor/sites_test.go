@@ -162,6 +162,11 @@ keys: ` + leaf, "sf"},
 		{"snowflake, region in a field options.region_field names", "sites.worker_overlap",
 			site("east", 0, 2, "", `{sf: {strategy: snowflake, layout: dz, options: {region_field: zone}}}`) + "\nlayouts: {dz: \"time=41:1ms,zone=5,worker=5,seq=12,epoch=2020-01-01\"}",
 			site("west", 1, 2, "", `{sf: {strategy: snowflake, layout: dz, options: {region_field: zone}}}`) + "\nlayouts: {dz: \"time=41:1ms,zone=5,worker=5,seq=12,epoch=2020-01-01\"}", ""},
+		{"snowflake, options.region_field's field, region 1 beside a site without one stamping zone 1", "sites.worker_overlap",
+			site("west", 1, 2, "", `{sf: {strategy: snowflake, layout: dz, options: {region_field: zone}}}`) + "\nlayouts: {dz: \"time=41:1ms,zone=5,worker=5,seq=12,epoch=2020-01-01\"}", `
+coordinator: etcd://etcd.old:2379/idmint
+layouts: {dz: "time=41:1ms,zone=5,worker=5,seq=12,epoch=2020-01-01"}
+keys: {sf: {strategy: snowflake, layout: dz, options: {zone: "1"}}}`, "sf"},
 		{"snowflake, datacenter field, region 1 beside a site without one stamping datacenter 1", "sites.worker_overlap",
 			site("west", 1, 2, "", twitter), `
 coordinator: etcd://etcd.old:2379/idmint
@@ -249,6 +254,8 @@ keys: ` + keys
 			site("east", 0, 4, reg, keys), site("west", 1, 4, reg, keys), 0, nil},
 		{"a region beside a site without one, one key name", "sites.region_missing",
 			site("east", 0, 2, reg, keys), none, doctor.Error, []string{"us.yaml has no region", "sf"}},
+		{"a single region (count 1) beside a site without one: the same whole number line, the overlap checks' business", "sites.region_missing",
+			site("east", 0, 1, reg, keys), none, 0, nil},
 		{"a region beside a site without one, only uuid keys in common", "sites.region_missing",
 			site("east", 0, 2, reg, `{u: {strategy: uuid}}`), none, 0, nil},
 		{"a region beside a site without one, no key in common", "sites.region_missing",
