@@ -47,9 +47,10 @@ func (o ConnectOptions) now() time.Time {
 
 // Connect runs the checks that need the live servers of each site: a
 // segment store or a monotonic key's etcd bound below its witness's mark, this machine's clock against a
-// SQL coordinator's, and the coordinator's free worker IDs. It reads and
-// changes nothing but what opening a coordinator creates (its table or
-// directory, as `idmint workers` does). A server it cannot reach is a
+// SQL coordinator's, the coordinator's free worker IDs, and a region's
+// claims in its registry. It reads and changes nothing but what opening a
+// coordinator or a SQL registry creates (its tables or directory, as
+// `idmint workers` and a region's first start do). A server it cannot reach is a
 // finding (connect.unreachable).
 func Connect(ctx context.Context, sites []Site, o ConnectOptions) []Finding {
 	var mu sync.Mutex

@@ -42,7 +42,7 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "doctor", "[--config FILE [--config OTHER-SITE.yaml ...]] [--connect] [--nodes URL,URL] [--json] [--fail-on warning|error|never]")
 	var configs configList
 	fs.Var(&configs, "config", "a site's YAML config (env IDMINT_CONFIG; default the zero config); give one per site to compare them. With one, the environment (IDMINT_*) applies as it does for serve; with several, each file alone")
-	connect := fs.Bool("connect", false, "also connect to the stores, coordinator and witness (5 s each): store below its witness's mark, clock offset from a SQL coordinator and from the nodes' recorded horizons, free worker IDs; reads only")
+	connect := fs.Bool("connect", false, "also connect to the stores, coordinator and witness (5 s each): store below its witness's mark, clock offset from a SQL coordinator and from the nodes' recorded horizons, free worker IDs, a region's claims in its registry; reads only")
 	nodes := fs.String("nodes", "", "comma-separated base URLs of running nodes (their admin listener when /metrics is there): health, readiness, build and keys compared")
 	asJSON := fs.Bool("json", false, "print the report as one JSON document")
 	failOn := fs.String("fail-on", "warning", "the least severity that makes the exit status non-zero: warning (3 for warnings, 4 for errors), error (4 for errors only) or never")
