@@ -2,6 +2,8 @@ package doctor_test
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +115,36 @@ keys: {u: {strategy: uuid}}`)
 	text := fs[0].Found + ": " + fs[0].Fix
 	if !strings.Contains(text, "region index uniqueness across regions is checked by nothing at start: set region.registry, or run idmint doctor with every region's config") {
 		t.Errorf("finding says %q", text)
+	}
+}
+
+// A PostgreSQL registry is read the same way: a region on the index east
+// claimed there is an error naming east, and no finding shows the
+// registry's password.
+func TestConnectRegionClaimsPostgres(t *testing.T) {
+	reg := testserver.Database(t, testserver.Postgres)
+	ctx := context.Background()
+	w, err := witness.Open(ctx, reg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := strategies.ClaimIndex(ctx, w.(witness.Recorder), region.Region{Name: "east", Index: 0, Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	fs := connect(t, `
+region: {name: north, index: 0, count: 2, registry: "`+reg+`"}
+keys: {u: {strategy: uuid}}`, doctor.ConnectOptions{Timeout: 5 * time.Second})
+	taken := find(fs, "region.index_taken")
+	if len(taken) != 1 || !strings.Contains(taken[0].Found, "held by region east") {
+		t.Fatalf("want region.index_taken naming east, got %+v", fs)
+	}
+	if u, err := url.Parse(reg); err == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(fmt.Sprint(fs), pw) {
+			t.Errorf("a finding shows the registry's password: %+v", fs)
+		}
+	}
+	if c := find(fs, "region.claims"); len(c) != 1 || !strings.Contains(c[0].Found, "east (index 0)") {
+		t.Fatalf("want the claims listed, got %+v", fs)
 	}
 }
