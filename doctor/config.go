@@ -400,10 +400,19 @@ func layoutOf(cfg *server.Config, k server.KeyConfig) (snowflake.Layout, string,
 	return snowflake.Layout{}, name, fmt.Errorf("doctor: unknown layout %q", name)
 }
 
-// checkLayoutEnd: layout.end.
-func checkLayoutEnd(cfg *server.Config, o Options) []Finding {
-	now := o.now()
-	var fs []Finding
+// snowflakeKey is a snowflake key of a config with its layout resolved.
+type snowflakeKey struct {
+	name       string
+	k          server.KeyConfig
+	l          snowflake.Layout
+	layoutName string
+}
+
+// snowflakeKeys lists the config's snowflake keys by name with their
+// layouts; a key whose layout does not resolve is left out (config.invalid
+// reports it).
+func snowflakeKeys(cfg *server.Config) []snowflakeKey {
+	var out []snowflakeKey
 	for _, name := range keyNames(cfg) {
 		k := cfg.Keys[name]
 		if k.Strategy != "snowflake" {
@@ -411,8 +420,19 @@ func checkLayoutEnd(cfg *server.Config, o Options) []Finding {
 		}
 		l, lname, err := layoutOf(cfg, k)
 		if err != nil {
-			continue // config.invalid says so
+			continue
 		}
+		out = append(out, snowflakeKey{name: name, k: k, l: l, layoutName: lname})
+	}
+	return out
+}
+
+// checkLayoutEnd: layout.end.
+func checkLayoutEnd(cfg *server.Config, o Options) []Finding {
+	now := o.now()
+	var fs []Finding
+	for _, sk := range snowflakeKeys(cfg) {
+		name, l, lname := sk.name, sk.l, sk.layoutName
 		left := l.Remaining(now)
 		sev := Info
 		switch {
@@ -476,15 +496,8 @@ func checkWorkerPool(cfg *server.Config, o Options) []Finding {
 		return nil
 	}
 	var fs []Finding
-	for _, name := range keyNames(cfg) {
-		k := cfg.Keys[name]
-		if k.Strategy != "snowflake" {
-			continue
-		}
-		l, _, err := layoutOf(cfg, k)
-		if err != nil {
-			continue
-		}
+	for _, sk := range snowflakeKeys(cfg) {
+		name, k, l := sk.name, sk.k, sk.l
 		lo, hi, ok := workerPool(cfg, k, l)
 		if !ok {
 			continue

@@ -78,6 +78,20 @@ func Connect(ctx context.Context, sites []Site, o ConnectOptions) []Finding {
 	return fs
 }
 
+// withWitness opens the witness (or region registry) at url under the
+// connect deadline, runs check on it and closes it; one that cannot be
+// opened is a single connect.unreachable finding naming what it is.
+func withWitness(ctx context.Context, o ConnectOptions, what, url string, check func(ctx context.Context, w witness.Witness) []Finding) []Finding {
+	cctx, cancel := context.WithTimeout(ctx, o.timeout())
+	defer cancel()
+	w, err := witness.Open(cctx, url, o.timeout())
+	if err != nil {
+		return []Finding{unreachable(what, url, err)}
+	}
+	defer w.Close()
+	return check(cctx, w)
+}
+
 func unreachable(what, u string, err error) Finding {
 	return Finding{Check: "connect.unreachable", Severity: Error,
 		Promise: "the checks that need this server could not run, and a node needs it to serve",
@@ -106,42 +120,37 @@ func checkBelowWitness(ctx context.Context, cfg *server.Config, o ConnectOptions
 	if len(byStore) == 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.timeout())
-	defer cancel()
-	w, err := witness.Open(cctx, cw, o.timeout())
-	if err != nil {
-		return []Finding{unreachable("witness", cw, err)}
-	}
-	defer w.Close()
-	var fs []Finding
-	for _, store := range keyNamesOf(byStore) {
-		u := cfg.Stores[store]
-		st, err := openStore(cctx, u)
-		if err != nil {
-			fs = append(fs, unreachable("store "+store, u, err))
-			continue
-		}
-		for _, name := range byStore[store] {
-			mark, err := w.Mark(cctx, segment.WitnessSpace(name, 1, 0))
+	return withWitness(ctx, o, "witness", cw, func(cctx context.Context, w witness.Witness) []Finding {
+		var fs []Finding
+		for _, store := range keyNamesOf(byStore) {
+			u := cfg.Stores[store]
+			st, err := openStore(cctx, u)
 			if err != nil {
-				fs = append(fs, unreachable("witness", cw, err))
-				break
-			}
-			info, err := st.Get(cctx, name)
-			switch {
-			case errors.Is(err, segment.ErrUnknownKey):
-				if mark > 0 {
-					fs = append(fs, belowWitness(name, store, u, cw, "has no row", mark))
-				}
-			case err != nil:
 				fs = append(fs, unreachable("store "+store, u, err))
-			case info.MaxID < mark:
-				fs = append(fs, belowWitness(name, store, u, cw, fmt.Sprintf("has max_id %d", info.MaxID), mark))
+				continue
 			}
+			for _, name := range byStore[store] {
+				mark, err := w.Mark(cctx, segment.WitnessSpace(name, 1, 0))
+				if err != nil {
+					fs = append(fs, unreachable("witness", cw, err))
+					break
+				}
+				info, err := st.Get(cctx, name)
+				switch {
+				case errors.Is(err, segment.ErrUnknownKey):
+					if mark > 0 {
+						fs = append(fs, belowWitness(name, store, u, cw, "has no row", mark))
+					}
+				case err != nil:
+					fs = append(fs, unreachable("store "+store, u, err))
+				case info.MaxID < mark:
+					fs = append(fs, belowWitness(name, store, u, cw, fmt.Sprintf("has max_id %d", info.MaxID), mark))
+				}
+			}
+			st.Close()
 		}
-		st.Close()
-	}
-	return fs
+		return fs
+	})
 }
 
 func belowWitness(name, store, u, cw, has string, mark int64) Finding {
@@ -186,59 +195,55 @@ func checkMonotonicBelowWitness(ctx context.Context, cfg *server.Config, o Conne
 	if len(places) == 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.timeout())
-	defer cancel()
-	w, err := witness.Open(cctx, cw, o.timeout())
-	if err != nil {
-		return []Finding{unreachable("witness", cw, err)}
-	}
-	defer w.Close()
-	var fs []Finding
-	for _, id := range keyNamesOf(places) {
-		p := places[id]
-		shown := "etcd://" + strings.Join(p.hosts, ",") + p.prefix
-		cc := clientv3.Config{Endpoints: p.hosts, DialTimeout: o.timeout(), Logger: zap.NewNop()}
-		if !p.own {
-			if cc, err = worker.EtcdClientConfig(cfg.Coordinator, o.timeout()); err != nil {
+	return withWitness(ctx, o, "witness", cw, func(cctx context.Context, w witness.Witness) []Finding {
+		var fs []Finding
+		for _, id := range keyNamesOf(places) {
+			p := places[id]
+			shown := "etcd://" + strings.Join(p.hosts, ",") + p.prefix
+			cc := clientv3.Config{Endpoints: p.hosts, DialTimeout: o.timeout(), Logger: zap.NewNop()}
+			if !p.own {
+				var err error
+				if cc, err = worker.EtcdClientConfig(cfg.Coordinator, o.timeout()); err != nil {
+					fs = append(fs, unreachable("etcd", shown, err))
+					continue
+				}
+			}
+			cli, err := clientv3.New(cc)
+			if err != nil {
 				fs = append(fs, unreachable("etcd", shown, err))
 				continue
 			}
-		}
-		cli, err := clientv3.New(cc)
-		if err != nil {
-			fs = append(fs, unreachable("etcd", shown, err))
-			continue
-		}
-		ls, err := monotonic.Leaders(cctx, cli, p.prefix)
-		cli.Close()
-		if err != nil {
-			fs = append(fs, unreachable("etcd", shown, err))
-			continue
-		}
-		bounds := map[string]int64{}
-		seen := map[string]bool{}
-		for _, l := range ls {
-			bounds[l.Key], seen[l.Key] = l.Bound, true
-		}
-		for _, name := range p.keys {
-			mark, err := w.Mark(cctx, monotonic.WitnessSpace(name))
+			ls, err := monotonic.Leaders(cctx, cli, p.prefix)
+			cli.Close()
 			if err != nil {
-				fs = append(fs, unreachable("witness", cw, err))
-				break
+				fs = append(fs, unreachable("etcd", shown, err))
+				continue
 			}
-			if b := bounds[name]; b < mark {
-				has := fmt.Sprintf("has the bound %d", b)
-				if !seen[name] {
-					has = "has no bound"
+			bounds := map[string]int64{}
+			seen := map[string]bool{}
+			for _, l := range ls {
+				bounds[l.Key], seen[l.Key] = l.Bound, true
+			}
+			for _, name := range p.keys {
+				mark, err := w.Mark(cctx, monotonic.WitnessSpace(name))
+				if err != nil {
+					fs = append(fs, unreachable("witness", cw, err))
+					break
 				}
-				fs = append(fs, Finding{Check: "store.below_witness", Severity: Error, Key: name,
-					Promise: fmt.Sprintf("IDs of monotonic key %q up to %d were issued already: etcd went back (restored from a snapshot), and only the witness remembers", name, mark),
-					Found:   fmt.Sprintf("etcd %s %s for key %q, below the witness's mark %d (%s)", shown, has, name, mark, sqldb.Redact(cw)),
-					Fix:     "the next leader starts above the mark (it reads the witness); find out why etcd went back, and keep the witness outside that etcd"})
+				if b := bounds[name]; b < mark {
+					has := fmt.Sprintf("has the bound %d", b)
+					if !seen[name] {
+						has = "has no bound"
+					}
+					fs = append(fs, Finding{Check: "store.below_witness", Severity: Error, Key: name,
+						Promise: fmt.Sprintf("IDs of monotonic key %q up to %d were issued already: etcd went back (restored from a snapshot), and only the witness remembers", name, mark),
+						Found:   fmt.Sprintf("etcd %s %s for key %q, below the witness's mark %d (%s)", shown, has, name, mark, sqldb.Redact(cw)),
+						Fix:     "the next leader starts above the mark (it reads the witness); find out why etcd went back, and keep the witness outside that etcd"})
+				}
 			}
 		}
-	}
-	return fs
+		return fs
+	})
 }
 
 // segmentReader is what the check reads of a store.
@@ -410,15 +415,8 @@ func checkWorkersFree(ctx context.Context, cfg *server.Config, o ConnectOptions)
 		keys   []string
 	}
 	pools := map[[2]int64]*pool{}
-	for _, name := range keyNames(cfg) {
-		k := cfg.Keys[name]
-		if k.Strategy != "snowflake" {
-			continue
-		}
-		l, _, err := layoutOf(cfg, k)
-		if err != nil {
-			continue
-		}
+	for _, sk := range snowflakeKeys(cfg) {
+		name, k, l := sk.name, sk.k, sk.l
 		if lo, hi, ok := workerPool(cfg, k, l); ok {
 			p := pools[[2]int64{lo, hi}]
 			if p == nil {

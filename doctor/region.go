@@ -252,75 +252,70 @@ func checkRegionClaims(ctx context.Context, cfg *server.Config, o ConnectOptions
 	if r.Name == "" || reg == "" {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.timeout())
-	defer cancel()
-	w, err := witness.Open(cctx, reg, o.timeout())
-	if err != nil {
-		return []Finding{unreachable("region registry", reg, err)}
-	}
-	defer w.Close()
-	rec, ok := w.(witness.Recorder)
-	if !ok {
-		return []Finding{unreachable("region registry", reg, fmt.Errorf("it keeps no records"))}
-	}
-	shown := sqldb.Redact(reg)
-	var fs []Finding
-	n := r.Count
-	countV, hasCount, err := rec.Lookup(cctx, regionCountRecord)
-	if err != nil {
-		return []Finding{unreachable("region registry", reg, err)}
-	}
-	if hasCount {
-		if c, err := strconv.Atoi(countV); err == nil && c != r.Count {
-			fs = append(fs, Finding{Check: "region.count_differs", Severity: Error,
-				Promise: "each region issues from its own share, which follows from its index and the count: every region must give the same count",
-				Found:   fmt.Sprintf("region %s says region.count %d, but the registry %s records %s (a node of this config is refused at start)", r, r.Count, shown, countV),
-				Fix:     fmt.Sprintf("set region.count: %s, the count the running regions claimed", countV)})
-			if c > n && c <= region.MaxCount {
-				n = c
+	return withWitness(ctx, o, "region registry", reg, func(cctx context.Context, w witness.Witness) []Finding {
+		rec, ok := w.(witness.Recorder)
+		if !ok {
+			return []Finding{unreachable("region registry", reg, fmt.Errorf("it keeps no records"))}
+		}
+		shown := sqldb.Redact(reg)
+		var fs []Finding
+		n := r.Count
+		countV, hasCount, err := rec.Lookup(cctx, regionCountRecord)
+		if err != nil {
+			return []Finding{unreachable("region registry", reg, err)}
+		}
+		if hasCount {
+			if c, err := strconv.Atoi(countV); err == nil && c != r.Count {
+				fs = append(fs, Finding{Check: "region.count_differs", Severity: Error,
+					Promise: "each region issues from its own share, which follows from its index and the count: every region must give the same count",
+					Found:   fmt.Sprintf("region %s says region.count %d, but the registry %s records %s (a node of this config is refused at start)", r, r.Count, shown, countV),
+					Fix:     fmt.Sprintf("set region.count: %s, the count the running regions claimed", countV)})
+				if c > n && c <= region.MaxCount {
+					n = c
+				}
 			}
 		}
-	}
-	var claimed []string
-	for i := 0; i < n; i++ {
-		holder, ok, err := rec.Lookup(cctx, regionIndexRecord(i))
+		var claimed []string
+		for i := 0; i < n; i++ {
+			holder, ok, err := rec.Lookup(cctx, regionIndexRecord(i))
+			if err != nil {
+				return append(fs, unreachable("region registry", reg, err))
+			}
+			if !ok {
+				continue
+			}
+			claimed = append(claimed, fmt.Sprintf("%s (index %d)", holder, i))
+			if i == r.Index && holder != r.Name {
+				fs = append(fs, Finding{Check: "region.index_taken", Severity: Error,
+					Promise: fmt.Sprintf("IDs repeat between regions %s and %s if both issue from index %d: a node of this config is refused at start", r.Name, holder, i),
+					Found:   fmt.Sprintf("region %s is configured with index %d, but the registry %s records index %d as held by region %s", r, i, shown, i, holder),
+					Fix:     fmt.Sprintf("give %s a free index, or retire %s first (idmint region release --registry URL --name %s) once none of its nodes runs", r.Name, holder, holder)})
+			}
+		}
+		own, hasOwn, err := rec.Lookup(cctx, regionNameRecord(r.Name))
 		if err != nil {
 			return append(fs, unreachable("region registry", reg, err))
 		}
-		if !ok {
-			continue
+		if hasOwn && own != strconv.Itoa(r.Index) {
+			fs = append(fs, Finding{Check: "region.name_taken", Severity: Error,
+				Promise: "a region keeps its index for the life of the keys: a node of this config is refused at start",
+				Found:   fmt.Sprintf("region %s is configured with index %d, but the registry %s records region %s at index %s", r, r.Index, shown, r.Name, own),
+				Fix:     fmt.Sprintf("set region.index: %s, or give this region another name if it is another region", own)})
 		}
-		claimed = append(claimed, fmt.Sprintf("%s (index %d)", holder, i))
-		if i == r.Index && holder != r.Name {
-			fs = append(fs, Finding{Check: "region.index_taken", Severity: Error,
-				Promise: fmt.Sprintf("IDs repeat between regions %s and %s if both issue from index %d: a node of this config is refused at start", r.Name, holder, i),
-				Found:   fmt.Sprintf("region %s is configured with index %d, but the registry %s records index %d as held by region %s", r, i, shown, i, holder),
-				Fix:     fmt.Sprintf("give %s a free index, or retire %s first (idmint region release --registry URL --name %s) once none of its nodes runs", r.Name, holder, holder)})
+		list := "none"
+		if len(claimed) > 0 {
+			list = strings.Join(claimed, ", ")
 		}
-	}
-	own, hasOwn, err := rec.Lookup(cctx, regionNameRecord(r.Name))
-	if err != nil {
-		return append(fs, unreachable("region registry", reg, err))
-	}
-	if hasOwn && own != strconv.Itoa(r.Index) {
-		fs = append(fs, Finding{Check: "region.name_taken", Severity: Error,
-			Promise: "a region keeps its index for the life of the keys: a node of this config is refused at start",
-			Found:   fmt.Sprintf("region %s is configured with index %d, but the registry %s records region %s at index %s", r, r.Index, shown, r.Name, own),
-			Fix:     fmt.Sprintf("set region.index: %s, or give this region another name if it is another region", own)})
-	}
-	list := "none"
-	if len(claimed) > 0 {
-		list = strings.Join(claimed, ", ")
-	}
-	if !hasOwn {
-		fs = append(fs, Finding{Check: "region.unclaimed", Severity: Info,
-			Promise: "a region's first start claims its index in the registry, and needs the registry to start then (later starts serve on the claim cached in the data directory)",
-			Found:   fmt.Sprintf("region %s has not claimed its index in the registry %s yet", r, shown),
-			Fix:     "nothing to do if this region has not started yet; else its nodes run without a claim: check that they name this registry"})
-	}
-	fs = append(fs, Finding{Check: "region.claims", Severity: Info,
-		Promise: "every region claims its index in the registry once; a start that claims a taken index is refused",
-		Found:   fmt.Sprintf("the registry %s holds the claims: %s", shown, list),
-		Fix:     "nothing to do; idmint region release --registry URL --name NAME frees a retired region's index"})
-	return fs
+		if !hasOwn {
+			fs = append(fs, Finding{Check: "region.unclaimed", Severity: Info,
+				Promise: "a region's first start claims its index in the registry, and needs the registry to start then (later starts serve on the claim cached in the data directory)",
+				Found:   fmt.Sprintf("region %s has not claimed its index in the registry %s yet", r, shown),
+				Fix:     "nothing to do if this region has not started yet; else its nodes run without a claim: check that they name this registry"})
+		}
+		fs = append(fs, Finding{Check: "region.claims", Severity: Info,
+			Promise: "every region claims its index in the registry once; a start that claims a taken index is refused",
+			Found:   fmt.Sprintf("the registry %s holds the claims: %s", shown, list),
+			Fix:     "nothing to do; idmint region release --registry URL --name NAME frees a retired region's index"})
+		return fs
+	})
 }
