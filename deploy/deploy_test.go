@@ -71,6 +71,10 @@ var (
 	buildErr  error
 )
 
+// dockerTestCommit is the COMMIT build argument the test passes to the
+// Dockerfile's go build.
+const dockerTestCommit = "0123456789abcdef0123456789abcdef01234567"
+
 // idmint builds the binary with the Dockerfile's own go build command and
 // returns its path.
 func idmint(t *testing.T) string {
@@ -86,7 +90,7 @@ func idmint(t *testing.T) string {
 		cmd = strings.Replace(cmd, "-o /out/idmint", "-o "+binPath, 1)
 		c := exec.Command("sh", "-c", cmd)
 		c.Dir = ".."
-		c.Env = append(os.Environ(), "VERSION=deploy-test")
+		c.Env = append(os.Environ(), "VERSION=deploy-test", "COMMIT="+dockerTestCommit, "COMMIT_TIME=2026-01-02T03:04:05Z")
 		if out, err := c.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("%s: %v\n%s", cmd, err, out)
 		}
@@ -230,6 +234,11 @@ func TestDockerfile(t *testing.T) {
 	}
 	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
 		t.Errorf("the Dockerfile's build needs shared libraries %v", libs)
+	}
+	// The image says which build it is: the build arguments reach
+	// idmint version (and so idmint_build_info).
+	if out, err := osexec.Command(idmint(t), "version").CombinedOutput(); err != nil || !strings.Contains(string(out), dockerTestCommit) || !strings.Contains(string(out), "2026-01-02T03:04:05Z") || !strings.Contains(string(out), "deploy-test") {
+		t.Errorf("the Dockerfile's build: idmint version printed %q (%v), want version deploy-test, commit %s and its time", out, err, dockerTestCommit)
 	}
 	uid, _, _ := strings.Cut(img.user, ":")
 	if n, err := strconv.Atoi(uid); err != nil || n == 0 {
