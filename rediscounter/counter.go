@@ -69,6 +69,11 @@ type Counter struct {
 	ceiling atomic.Int64 // a mark known to be persisted
 	floor   atomic.Int64 // a value the counter is known to have reached on this run
 
+	// wentBack counts the times the counter was found below a value this
+	// process had seen it reach (the key lost, Redis restarted from an
+	// older snapshot) and was raised past the mark.
+	wentBack atomic.Int64
+
 	runMu     sync.Mutex
 	recovered map[string]bool // Redis run_ids this process has recovered
 
@@ -94,7 +99,8 @@ if c + n > tonumber(ARGV[1]) then return {1, c} end
 return {0, redis.call('INCRBY', KEYS[1], n)}
 `)
 
-// recoverScript sets the counter to max(counter, ARGV[1]) and returns it.
+// recoverScript sets the counter to max(counter, ARGV[1]) and returns the
+// counter as found and as left.
 var recoverScript = redis.NewScript(`
 local c = redis.call('GET', KEYS[1])
 if c == false then c = 0 else c = tonumber(c) end
@@ -102,9 +108,9 @@ if c == nil then return redis.error_reply('rediscounter: key ' .. KEYS[1] .. ' d
 local m = tonumber(ARGV[1])
 if c < m then
   redis.call('SET', KEYS[1], ARGV[1])
-  return m
+  return {c, m}
 end
-return c
+return {c, c}
 `)
 
 func configErr(field, value, reason string) error {
@@ -221,9 +227,19 @@ func (c *Counter) recoverOn(ctx context.Context, s redis.Scripter) error {
 	if err != nil {
 		return err
 	}
-	v, err := recoverScript.Run(ctx, s, c.key, m).Int64()
+	res, err := recoverScript.Run(ctx, s, c.key, m).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("script returned %v", res)
+	}
 	if err != nil {
 		return fmt.Errorf("rediscounter: recover %s past mark %d: %w", c.key[0], m, err)
+	}
+	found, v := res[0], res[1]
+	// Below the mark is how a new process finds any counter (the mark runs
+	// a block ahead); below a value this process saw it reach, it lost
+	// acknowledged writes.
+	if found < c.floor.Load() {
+		c.wentBack.Add(1)
 	}
 	storeMax(&c.ceiling, m)
 	// The counter is at least v on this run from now on; a floor from an
@@ -353,6 +369,12 @@ func (c *Counter) NextN(ctx context.Context, dst []int64) (int, error) {
 // Ceiling returns the persisted mark this Counter works under: every value
 // it has returned is at most this, and so is the mark in the store.
 func (c *Counter) Ceiling() int64 { return c.ceiling.Load() }
+
+// WentBack counts the times this Counter found Redis's counter below a
+// value it had seen it reach (the key deleted or evicted, Redis restarted
+// from an older snapshot) and raised it past the persisted mark, so no
+// value repeated.
+func (c *Counter) WentBack() int64 { return c.wentBack.Load() }
 
 // Close stops background raises and closes the Redis client. It is
 // idempotent; Next and NextN then return ErrClosed.

@@ -179,12 +179,18 @@ func TestKeyLoss(t *testing.T) {
 	if err := raw.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if n := c.WentBack(); n != 0 {
+		t.Fatalf("WentBack %d before the key was lost", n)
+	}
 	for range 120 {
 		v, err := c.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		set.add(t, v)
+	}
+	if n := c.WentBack(); n != 1 {
+		t.Errorf("WentBack %d after the key was deleted once, want 1", n)
 	}
 	if err := raw.Set(ctx, key, "not a number", 0).Err(); err != nil {
 		t.Fatal(err)

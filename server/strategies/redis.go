@@ -246,6 +246,8 @@ func (k *redisKey) Stats() []server.Stat {
 	return append([]server.Stat{
 		{Name: "redis_counter_ceiling", Help: "Persisted high-water mark a redis key's counter works under.", Value: float64(mark)},
 		{Name: "redis_counter_last", Help: "Largest value this process handed out for a redis key.", Value: float64(k.last.Load())},
+		{Name: "redis_went_back_total", Help: "Times a redis key's counter was found below a value this node had seen it reach (the key lost or evicted, Redis restarted from an older snapshot) and was raised past the persisted mark.",
+			Value: float64(k.c.WentBack()), Counter: true},
 	}, k.line.runway(rediscounter.MaxValue, mark)...)
 }
 
