@@ -234,14 +234,6 @@ func checkRegionRegistry(cfg *server.Config, o Options) []Finding {
 		Fix:     "set region.registry, or run idmint doctor with every region's config (idmint doctor --config east.yaml --config west.yaml)"}}
 }
 
-// Registry record names, as server/strategies claims them (ClaimIndex):
-// the count every region agrees on, each index's holder, each name's
-// index. TestConnectRegionClaims claims through ClaimIndex and reads here.
-const regionCountRecord = "region-count"
-
-func regionIndexRecord(i int) string      { return "region-index/" + strconv.Itoa(i) }
-func regionNameRecord(name string) string { return "region-name/" + name }
-
 // checkRegionClaims: region.index_taken, region.name_taken,
 // region.count_differs, region.unclaimed and region.claims. Reads the registry's claims (as
 // a node's start would, opening it the same way; nothing is claimed) and
@@ -260,7 +252,7 @@ func checkRegionClaims(ctx context.Context, cfg *server.Config, o ConnectOptions
 		shown := sqldb.Redact(reg)
 		var fs []Finding
 		n := r.Count
-		countV, hasCount, err := rec.Lookup(cctx, regionCountRecord)
+		countV, hasCount, err := rec.Lookup(cctx, region.CountRecord)
 		if err != nil {
 			return []Finding{unreachable("region registry", reg, err)}
 		}
@@ -277,7 +269,7 @@ func checkRegionClaims(ctx context.Context, cfg *server.Config, o ConnectOptions
 		}
 		var claimed []string
 		for i := 0; i < n; i++ {
-			holder, ok, err := rec.Lookup(cctx, regionIndexRecord(i))
+			holder, ok, err := rec.Lookup(cctx, region.IndexRecord(i))
 			if err != nil {
 				return append(fs, unreachable("region registry", reg, err))
 			}
@@ -292,7 +284,7 @@ func checkRegionClaims(ctx context.Context, cfg *server.Config, o ConnectOptions
 					Fix:     fmt.Sprintf("give %s a free index, or retire %s first (idmint region release --registry URL --name %s) once none of its nodes runs", r.Name, holder, holder)})
 			}
 		}
-		own, hasOwn, err := rec.Lookup(cctx, regionNameRecord(r.Name))
+		own, hasOwn, err := rec.Lookup(cctx, region.NameRecord(r.Name))
 		if err != nil {
 			return append(fs, unreachable("region registry", reg, err))
 		}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/bits"
 	"regexp"
+	"strconv"
 )
 
 // Region is this node's region: its name, its index and how many regions
@@ -101,3 +102,15 @@ func (l Line) Issue(n int64) (id int64, ok bool) {
 	}
 	return l.Base | n, true
 }
+
+// The names of a region registry's records (the registry is any witness
+// that keeps write-once records): the count every region agrees on, each
+// index's holder, and each name's index. The server claims them at start;
+// idmint doctor reads them.
+const CountRecord = "region-count"
+
+// IndexRecord names the record of index i's holder.
+func IndexRecord(i int) string { return "region-index/" + strconv.Itoa(i) }
+
+// NameRecord names the record of the region called name's index.
+func NameRecord(name string) string { return "region-name/" + name }

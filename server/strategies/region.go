@@ -206,12 +206,6 @@ type claimJSON struct {
 	regionJSON
 }
 
-// Registry record names: the count every region agrees on, each index's
-// holder, each name's index.
-func countRecord() string           { return "region-count" }
-func indexRecord(i int) string      { return "region-index/" + strconv.Itoa(i) }
-func nameRecord(name string) string { return "region-name/" + name }
-
 // claimRegion claims the region's index in the registry (once; later
 // starts find their own claim), or refuses a start whose index another
 // region holds, whose name holds another index, or whose count differs.
@@ -251,14 +245,14 @@ func claimRegion(ctx context.Context, env *server.Env, r region.Region, registry
 // which region holds them. It is idempotent for the same region.
 func ClaimIndex(ctx context.Context, rec witness.Recorder, r region.Region) error {
 	where := rec.String()
-	c, err := rec.Record(ctx, countRecord(), strconv.Itoa(r.Count))
+	c, err := rec.Record(ctx, region.CountRecord, strconv.Itoa(r.Count))
 	if err != nil {
 		return fmt.Errorf("region.registry: %w", err)
 	}
 	if c != strconv.Itoa(r.Count) {
 		return fmt.Errorf("region.count: this region (%s) says %d regions, but the registry %s records %s: every region must give the same count", r, r.Count, where, c)
 	}
-	holder, err := rec.Record(ctx, indexRecord(r.Index), r.Name)
+	holder, err := rec.Record(ctx, region.IndexRecord(r.Index), r.Name)
 	if err != nil {
 		return fmt.Errorf("region.registry: %w", err)
 	}
@@ -266,14 +260,14 @@ func ClaimIndex(ctx context.Context, rec witness.Recorder, r region.Region) erro
 		return fmt.Errorf("region.index: index %d is held by region %s in the registry %s, so region %s cannot take it: "+
 			"give %s a free index, or retire %s first (idmint region release)", r.Index, holder, where, r.Name, r.Name, holder)
 	}
-	idx, err := rec.Record(ctx, nameRecord(r.Name), strconv.Itoa(r.Index))
+	idx, err := rec.Record(ctx, region.NameRecord(r.Name), strconv.Itoa(r.Index))
 	if err != nil {
 		return fmt.Errorf("region.registry: %w", err)
 	}
 	if idx != strconv.Itoa(r.Index) {
 		// The index was free and this name holds another one: give the
 		// index back so that its rightful region can claim it.
-		_ = rec.Forget(ctx, indexRecord(r.Index))
+		_ = rec.Forget(ctx, region.IndexRecord(r.Index))
 		return fmt.Errorf("region.index: region %s holds index %s in the registry %s, not %d: a region keeps its index for the life of the keys",
 			r.Name, idx, where, r.Index)
 	}
@@ -283,7 +277,7 @@ func ClaimIndex(ctx context.Context, rec witness.Recorder, r region.Region) erro
 // ReleaseRegion retires a region from a registry's records: its index and
 // name become free. It fails when the registry does not know the name.
 func ReleaseRegion(ctx context.Context, rec witness.Recorder, name string) (index int, err error) {
-	v, ok, err := rec.Lookup(ctx, nameRecord(name))
+	v, ok, err := rec.Lookup(ctx, region.NameRecord(name))
 	if err != nil {
 		return 0, err
 	}
@@ -294,14 +288,14 @@ func ReleaseRegion(ctx context.Context, rec witness.Recorder, name string) (inde
 	if err != nil {
 		return 0, fmt.Errorf("region: the registry %s records index %q for region %q", rec.String(), v, name)
 	}
-	if holder, ok, err := rec.Lookup(ctx, indexRecord(index)); err != nil {
+	if holder, ok, err := rec.Lookup(ctx, region.IndexRecord(index)); err != nil {
 		return 0, err
 	} else if ok && holder == name {
-		if err := rec.Forget(ctx, indexRecord(index)); err != nil {
+		if err := rec.Forget(ctx, region.IndexRecord(index)); err != nil {
 			return 0, err
 		}
 	}
-	return index, rec.Forget(ctx, nameRecord(name))
+	return index, rec.Forget(ctx, region.NameRecord(name))
 }
 
 func writeFileSync(path string, b []byte) error {
