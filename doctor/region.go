@@ -9,13 +9,14 @@ import (
 
 	"github.com/idmint/idmint/region"
 	"github.com/idmint/idmint/server"
+	"github.com/idmint/idmint/server/strategies"
 	"github.com/idmint/idmint/snowflake"
 	"github.com/idmint/idmint/sqldb"
 	"github.com/idmint/idmint/witness"
 )
 
-// How the strategies map a key into its region's share (as
-// server/strategies does; a test there and here keeps them in step):
+// How the strategies map a key into its region's share (snowflake keys:
+// strategies.SnowflakeRegion, the function the server builds them with):
 // counter keys (segment, ticket, redis, monotonic with scope: region) issue
 // region.Line(2^63-1) of their own store's counter; snowflake keys carry
 // the region index in a node field or take a slice of the worker IDs;
@@ -23,62 +24,34 @@ import (
 // a monotonic key with home_region is served by that region only.
 
 // workerField is the node field a snowflake key's leased worker ID fills
-// (as the node package picks it: "worker", or the layout's only node
-// field), and its width; "" when there is none.
+// (strategies.WorkerField) and its width; "" when there is none.
 func workerField(l snowflake.Layout) (string, int) {
-	nf := l.NodeFields()
-	for _, f := range nf {
-		if f.Name == "worker" {
+	wf := strategies.WorkerField(l)
+	for _, f := range l.NodeFields() {
+		if f.Name == wf {
 			return f.Name, f.Bits
 		}
-	}
-	if len(nf) == 1 {
-		return nf[0].Name, nf[0].Bits
 	}
 	return "", 0
 }
 
 // regionField is the node field that carries the region index of a
-// snowflake key (options.region_field, or the layout's datacenter field);
-// "" without regions or without such a field.
+// snowflake key (strategies.SnowflakeRegion: options.region_field, or the
+// layout's datacenter field); "" without regions or without such a field.
 func regionField(cfg *server.Config, k server.KeyConfig, l snowflake.Layout) string {
-	if cfg.RegionSpec().Single() {
-		return ""
-	}
-	wf, _ := workerField(l)
-	name, explicit := k.Options["region_field"]
-	if !explicit {
-		name = "datacenter"
-	}
-	for _, f := range l.NodeFields() {
-		if f.Name != wf && f.Name == name {
-			return f.Name
-		}
-	}
-	return ""
+	f, _, _, _, _ := strategies.SnowflakeRegion(k, cfg, l)
+	return f
 }
 
 // regionWorkers is the region's slice of a snowflake key's worker IDs when
-// regions split them (several regions, no field carries the region): region
-// i of n takes [i*W/n, (i+1)*W/n) of the W the key may use.
+// regions split them (strategies.SnowflakeRegion): region i of n takes
+// [i*W/n, (i+1)*W/n) of the W the key may use.
 func regionWorkers(cfg *server.Config, k server.KeyConfig, l snowflake.Layout) (base, size int64, split bool) {
-	r := cfg.RegionSpec()
-	if r.Single() || regionField(cfg, k, l) != "" {
-		return 0, 0, false
-	}
-	wf, bits := workerField(l)
-	if wf == "" {
-		return 0, 0, false
-	}
-	w := int64(1) << bits
-	if v, err := strconv.ParseInt(k.Options["worker_limit"], 10, 64); err == nil && v > 0 && v < w {
-		w = v
-	}
-	lo, hi := int64(r.Index)*w/int64(r.Count), int64(r.Index+1)*w/int64(r.Count)
-	if hi-lo < 1 {
+	_, base, size, split, ok := strategies.SnowflakeRegion(k, cfg, l)
+	if !ok || !split {
 		return 0, 0, false // refused at start: config.invalid
 	}
-	return lo, hi - lo, true
+	return base, size, true
 }
 
 // stampedWorkers is the worker field values a snowflake key's IDs carry:

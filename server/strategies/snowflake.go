@@ -106,8 +106,11 @@ func parseSnowflake(k server.KeyConfig, cfg *server.Config) (snowflakeOptions, [
 	}
 	o.workerLimit = limit
 	allowed = append(allowed, "region_field")
-	rf, rps := regionSlice(k, cfg, l, wf, &o)
+	rf, base, size, rps := regionSlice(k, cfg, l, wf, o.workerLimit)
 	ps = append(ps, rps...)
+	if size > 0 {
+		o.workerBase, o.workerLimit = base, size
+	}
 	for _, f := range l.NodeFields() {
 		if f.Name == wf {
 			continue
@@ -368,41 +371,41 @@ func decodeSnowflake(l snowflake.Layout, name, id string) (server.Decoded, error
 // regions split the ID space: the region index in a node field (the
 // layout's "datacenter" field, or the one options.region_field names), or
 // else a slice of the worker IDs: region i of n takes worker IDs
-// [i*W/n, (i+1)*W/n) of the W the key may use (worker_limit, or the whole
+// [i*W/n, (i+1)*W/n) of the W the key may use (workerLimit, or the whole
 // field). It returns the field that carries the region ("" for a worker
-// slice, or without regions) and refuses a layout without room for
-// region.count regions.
-func regionSlice(k server.KeyConfig, cfg *server.Config, l snowflake.Layout, wf string, o *snowflakeOptions) (string, []server.Problem) {
+// slice, or without regions), the slice (size 0: none) and refuses a
+// layout without room for region.count regions.
+func regionSlice(k server.KeyConfig, cfg *server.Config, l snowflake.Layout, wf string, workerLimit int64) (field string, base, size int64, ps []server.Problem) {
 	r := cfg.RegionSpec()
 	name, explicit := k.Options["region_field"]
-	var field *snowflake.Field
+	var rf *snowflake.Field
 	for _, f := range l.NodeFields() {
 		if f.Name == wf {
 			continue
 		}
 		if (explicit && f.Name == name) || (!explicit && f.Name == "datacenter") {
-			field = &f
+			rf = &f
 		}
 	}
-	if explicit && field == nil {
+	if explicit && rf == nil {
 		var names []string
 		for _, f := range l.NodeFields() {
 			if f.Name != wf {
 				names = append(names, f.Name)
 			}
 		}
-		return "", []server.Problem{{Field: "options.region_field", Value: name,
+		return "", 0, 0, []server.Problem{{Field: "options.region_field", Value: name,
 			Message: fmt.Sprintf("layout %s has no node field %q besides the worker field %q to carry the region (its other node fields: %v)", l.Name(), name, wf, names)}}
 	}
 	if r.Single() {
-		return "", nil
+		return "", 0, 0, nil
 	}
-	if field != nil {
-		if values := int64(1) << field.Bits; values < int64(r.Count) {
-			return "", []server.Problem{{Field: "layout", Value: l.String(),
-				Message: fmt.Sprintf("layout %s's field %q has %d values, fewer than region.count %d: give the region a wider field, or set options.region_field", l.Name(), field.Name, values, r.Count)}}
+	if rf != nil {
+		if values := int64(1) << rf.Bits; values < int64(r.Count) {
+			return "", 0, 0, []server.Problem{{Field: "layout", Value: l.String(),
+				Message: fmt.Sprintf("layout %s's field %q has %d values, fewer than region.count %d: give the region a wider field, or set options.region_field", l.Name(), rf.Name, values, r.Count)}}
 		}
-		return field.Name, nil
+		return rf.Name, 0, 0, nil
 	}
 	var wbits int
 	for _, f := range l.NodeFields() {
@@ -411,14 +414,35 @@ func regionSlice(k server.KeyConfig, cfg *server.Config, l snowflake.Layout, wf 
 		}
 	}
 	w := int64(1) << wbits
-	if o.workerLimit > 0 && o.workerLimit < w {
-		w = o.workerLimit
+	if workerLimit > 0 && workerLimit < w {
+		w = workerLimit
 	}
 	lo, hi := int64(r.Index)*w/int64(r.Count), int64(r.Index+1)*w/int64(r.Count)
 	if w/int64(r.Count) < 1 {
-		return "", []server.Problem{{Field: "layout", Value: l.String(),
+		return "", 0, 0, []server.Problem{{Field: "layout", Value: l.String(),
 			Message: fmt.Sprintf("layout %s has no datacenter field and %d worker IDs, fewer than region.count %d: regions split the worker IDs, and each needs one at least (give the layout a datacenter field, or set options.region_field)", l.Name(), w, r.Count)}}
 	}
-	o.workerBase, o.workerLimit = lo, hi-lo
-	return "", nil
+	return "", lo, hi - lo, nil
 }
+
+// SnowflakeRegion says how a snowflake key of cfg on layout l carries its
+// region, exactly as the server builds the key: in the node field it
+// returns (the region index is that field's value), or, with split, as
+// the region's slice [base, base+size) of the worker IDs (the coordinator
+// leases 0..size-1 and the node adds base). Neither without regions; ok
+// is false when the key is refused (no room for the regions, a bad
+// region_field or worker_limit).
+func SnowflakeRegion(k server.KeyConfig, cfg *server.Config, l snowflake.Layout) (field string, base, size int64, split, ok bool) {
+	wf := workerField(l)
+	limit, p := intOption(k, "worker_limit", 0, 0, 1<<40)
+	if wf == "" || p != nil {
+		return "", 0, 0, false, false
+	}
+	field, base, size, ps := regionSlice(k, cfg, l, wf, limit)
+	return field, base, size, size > 0, len(ps) == 0
+}
+
+// WorkerField is the node field of layout l that a worker lease fills:
+// "worker" when the layout has one, else its only node field; "" when
+// neither (such a layout is refused for snowflake keys).
+func WorkerField(l snowflake.Layout) string { return workerField(l) }
