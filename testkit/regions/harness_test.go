@@ -387,8 +387,9 @@ func refusedStart(t *testing.T, bin, config, data string, d time.Duration) strin
 	var out strings.Builder
 	cmd := exec.Command(bin, "serve", "--config", config, "--data", data, "--listen", "127.0.0.1:"+strconv.Itoa(port))
 	cmd.Env = append(os.Environ(), "IDMINT_CONFIG=")
-	cmd.Stdout, cmd.Stderr = &lockedWriter{w: &out}, nil
-	cmd.Stderr = cmd.Stdout
+	// One writer for both: os/exec then calls it from one goroutine at a
+	// time, and out is read only once the process has exited.
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -420,18 +421,6 @@ func refusedStart(t *testing.T, bin, config, data string, d time.Duration) strin
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// lockedWriter lets a process's stdout and stderr share one builder.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }
 
 // writeConfig writes a node config to dir/name.yaml and returns its path.
