@@ -215,9 +215,10 @@ func TestCounterStatsExact(t *testing.T) {
 // values), not the whole line's; without a region nothing changes.
 func TestRegionRunway(t *testing.T) {
 	one := newRegionLine(&server.Config{Region: server.RegionConfig{Name: "west", Index: 1, Count: 2}}, "k")
-	st := one.runway(math.MaxInt64, 1000)
-	if st[0].Value != float64(math.MaxInt64) || st[1].Value != float64(1<<62-1-1000) {
-		t.Errorf("region 1 of 2 at counter 1000: ceiling %v headroom %v, want 2^63-1 and %v", st[0].Value, st[1].Value, float64(1<<62-1-1000))
+	// Near the end of its share, where a float64 is exact: 7 left.
+	st := one.runway(math.MaxInt64, 1<<62-8)
+	if st[0].Value != float64(math.MaxInt64) || st[1].Value != 7 {
+		t.Errorf("region 1 of 2 at counter 2^62-8: ceiling %v headroom %v, want 2^63-1 and 7", st[0].Value, st[1].Value)
 	}
 	zero := newRegionLine(&server.Config{Region: server.RegionConfig{Name: "east", Index: 0, Count: 2}}, "k")
 	if st := zero.runway(math.MaxInt64, 1<<62-8); st[0].Value != float64(1<<62-1) || st[1].Value != 7 {
