@@ -157,7 +157,7 @@ func lintNode(n *yaml.Node, t reflect.Type, path string, lines configLines, ps *
 		}
 	default:
 		if n.Kind != yaml.ScalarNode {
-			bad(kindWords(t))
+			bad(YAMLWords.Kind(t))
 			return
 		}
 		if t.Kind() == reflect.String {
@@ -165,7 +165,7 @@ func lintNode(n *yaml.Node, t reflect.Type, path string, lines configLines, ps *
 		}
 		v := reflect.New(t)
 		if err := n.Decode(v.Interface()); err != nil {
-			msg := fmt.Sprintf("expected %s", kindWords(t))
+			msg := fmt.Sprintf("expected %s", YAMLWords.Kind(t))
 			if t == durationType {
 				msg += `, such as 500ms, 5s or 1m30s`
 			}
@@ -251,8 +251,23 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// kindWords names what a value of type t looks like in a config file.
-func kindWords(t reflect.Type) string {
+// KindWords names the kinds of value a reader sees in one format: what a
+// string, a list and a mapping are called there, and the word for the rest.
+type KindWords struct{ String, List, Mapping, Other string }
+
+// YAMLWords and JSONWords are the config file's and the HTTP API's words.
+var (
+	YAMLWords = KindWords{String: "a text value", List: "a list", Mapping: "a mapping", Other: "a value"}
+	JSONWords = KindWords{String: "a string", List: "an array", Mapping: "an object", Other: "another kind of value"}
+)
+
+// Kind names what a value of type t looks like in the format w describes:
+// one mapping from Go types to a user's words for the config file (where
+// a duration is its own kind) and the JSON API alike.
+func (w KindWords) Kind(t reflect.Type) string {
+	if t == nil {
+		return w.Other
+	}
 	if t == durationType {
 		return "a duration"
 	}
@@ -265,13 +280,15 @@ func kindWords(t reflect.Type) string {
 	case reflect.Bool:
 		return "true or false"
 	case reflect.String:
-		return "a text value"
+		return w.String
 	case reflect.Map, reflect.Struct:
-		return "a mapping"
-	case reflect.Slice:
-		return "a list"
+		return w.Mapping
+	case reflect.Slice, reflect.Array:
+		return w.List
+	case reflect.Pointer:
+		return w.Kind(t.Elem())
 	}
-	return "a value"
+	return w.Other
 }
 
 // nodeKind names what the user wrote.

@@ -12,7 +12,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -160,38 +159,13 @@ func bodyProblem(err error) (field, msg string) {
 		if field == "" {
 			return "body", "the body is a JSON " + ute.Value + "; want an object"
 		}
-		return field, field + ": got a JSON " + ute.Value + ", want " + jsonKind(ute.Type)
+		return field, field + ": got a JSON " + ute.Value + ", want " + server.JSONWords.Kind(ute.Type)
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f = strings.Trim(f, `"`)
 		return f, "unknown field " + strconv.Quote(f)
 	}
 	return "body", "the body is not a JSON object: " + strings.TrimPrefix(err.Error(), "json: ")
-}
-
-// jsonKind names what JSON value decodes into t.
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "another kind of value"
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	}
-	return "another kind of value"
 }
 
 func (s *surface) createKeyHTTP(w http.ResponseWriter, r *http.Request) int {
