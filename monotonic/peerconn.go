@@ -279,7 +279,17 @@ func (c *peerConn) read(br *bufio.Reader) {
 			return
 		}
 		if f.kind == frameError {
-			ch <- peerAnswer{err: c.refusal(f)}
+			err := c.refusal(f)
+			if errCode(f.value) == codeUnauthorized {
+				// The leader ends the stream after this answer. The
+				// stream is failed before its caller hears, so a retry
+				// dials a new one (and is refused at the handshake)
+				// instead of writing to a connection being closed.
+				c.fail(err)
+				ch <- peerAnswer{err: err}
+				return
+			}
+			ch <- peerAnswer{err: err}
 			continue
 		}
 		if f.value < 0 {

@@ -221,6 +221,14 @@ func TestPeerStreamSecretChanged(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "refused this node's peer token") {
 		t.Fatalf("after the tokens changed: %v, want the token refused", err)
 	}
+	// The leader ends that stream; the follower has let it go before the
+	// refusal reached its caller, so the next batch dials again.
+	follower.smu.Lock()
+	conns := len(follower.conns)
+	follower.smu.Unlock()
+	if conns != 0 {
+		t.Fatalf("after the token was refused: %d streams kept, want none", conns)
+	}
 	// A new stream with the old tokens is refused at the handshake.
 	_, err = follower.Forward(ctx, leader.Addr(), "k", 1)
 	if err == nil || !strings.Contains(err.Error(), "refused this node's peer token") {
