@@ -337,9 +337,8 @@ func (c *peerConn) fail(err error) {
 	c.pending = nil
 	c.mu.Unlock()
 	c.conn.Close()
-	for _, ch := range pending {
-		ch <- peerAnswer{err: err}
-	}
+	// Forgotten before anyone hears of the failure, so a caller that
+	// retries at once never finds this stream still listed.
 	p := c.p
 	p.smu.Lock()
 	delete(p.conns, c)
@@ -347,4 +346,7 @@ func (c *peerConn) fail(err error) {
 		delete(p.links, c.key)
 	}
 	p.smu.Unlock()
+	for _, ch := range pending {
+		ch <- peerAnswer{err: err}
+	}
 }
