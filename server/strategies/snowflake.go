@@ -315,7 +315,7 @@ func (k *snowflakeKey) Stats() []server.Stat {
 	st = append(st, server.Stat{Name: "snowflake_ahead_seconds", Help: "How far the time stamped on a snowflake key's last ID runs ahead of the wall clock (borrowed ticks, bridged rollback).",
 		Value: k.n.Ahead().Seconds()})
 	if h := k.n.Horizon(); !h.IsZero() {
-		st = append(st, server.Stat{Name: "snowflake_horizon_seconds", Help: "Time left until a snowflake key's generator reaches the horizon recorded in its lease (it extends the horizon before then).",
+		st = append(st, server.Stat{Name: "snowflake_horizon_seconds", Help: "Time left until a snowflake key's generator reaches the horizon recorded in its lease. It extends the horizon before stamping past it, on demand: an idle key's value falls below zero and is harmless.",
 			Value: h.Sub(k.clk.Now()).Seconds()})
 	}
 	return st

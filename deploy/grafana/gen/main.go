@@ -212,7 +212,7 @@ func dashboard() *Dashboard {
 		"s",
 		q(`idmint_lease_valid_seconds{`+node+`}`, "{{instance}} {{resource}}")), above(0)))
 	l.add(8, 8, timeseries("Horizon left",
-		"idmint_snowflake_horizon_seconds: time until a key's generator reaches the horizon recorded in its lease (it extends the horizon before then). No series while no lease is held.",
+		"idmint_snowflake_horizon_seconds: time until a key's generator reaches the horizon recorded in its lease It is extended before an ID is stamped past it, on demand, so an idle key's value falls below zero: harmless. No series while no lease is held.",
 		"s",
 		q(`idmint_snowflake_horizon_seconds{`+key+`}`, "{{key}} {{instance}}")))
 	l.add(8, 8, timeseries("IDs stamped ahead of the clock",
