@@ -415,6 +415,9 @@ func TestMetricNames(t *testing.T) {
 	// A coordinator with a shared pool, so the node exports its free
 	// worker IDs.
 	fmt.Fprintf(&cfg, "coordinator: sqlite://%s\n", filepath.Join(dir, "workers.db"))
+	// A region of one (which changes no ID), so the node exports
+	// idmint_region_info.
+	cfg.WriteString("region: {name: dc1, index: 0, count: 1}\n")
 	if len(stores) > 0 {
 		cfg.WriteString("stores:\n")
 		for n, u := range stores {
@@ -468,7 +471,7 @@ func TestMetricNames(t *testing.T) {
 		known, err = exposedNames(resp.Body)
 		return err == nil && known["idmint_worker_ids_free"]
 	})
-	for _, want := range []string{"idmint_layout_end_timestamp_seconds", "idmint_worker_ids", "idmint_counter_headroom", "idmint_counter_ceiling", "idmint_ordernum_capacity_used_ratio"} {
+	for _, want := range []string{"idmint_layout_end_timestamp_seconds", "idmint_worker_ids", "idmint_counter_headroom", "idmint_counter_ceiling", "idmint_ordernum_capacity_used_ratio", "idmint_region_info", "idmint_doctor_findings"} {
 		if !known[want] {
 			t.Errorf("the node does not export %s", want)
 		}

@@ -101,6 +101,16 @@ func dashboard() *Dashboard {
 		"idmint_keys: the keys each node serves (from its config and the key API).",
 		"short",
 		q(`idmint_keys{`+node+`}`, "{{instance}}")))
+	l.add(12, 6, table("Start-up findings per node",
+		"idmint_doctor_findings: what the checks a node runs at start found in its config, by check and severity (the count in Value). Run idmint doctor --connect against the config for the checks that need the stores and the coordinator; docs/operations.md says what each check means. Empty: nothing found.",
+		[]string{"Time", "__name__", "job"},
+		map[string]string{"instance": "node", "Value": "findings"},
+		instant(`idmint_doctor_findings{`+node+`} > 0`)))
+	l.add(12, 6, table("Region per node",
+		"idmint_region_info: the region each node serves (name, index of count). Nodes of one region share its part of every key's ID space; two nodes of different regions with the same index would issue the same IDs. Empty: no node is configured with a region.",
+		[]string{"Time", "Value", "__name__", "job"},
+		map[string]string{"instance": "node"},
+		instant(`idmint_region_info{`+node+`}`)))
 
 	l.row("Traffic and latency")
 	l.add(12, 8, timeseries("IDs issued per second, by key",
