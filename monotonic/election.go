@@ -421,6 +421,9 @@ func (e *Etcd) campaign(ctx context.Context) error {
 		known = 0
 	}
 	if known > start {
+		if mark > start && !e.cfg.Mutations.Has(mutate.IgnoreWitness) {
+			e.wentBack.Add(1) // a floor alone is a migration's start, not a source that went back
+		}
 		e.cfg.Logger.Info("monotonic: source starts above a bound known elsewhere", "name", e.cfg.Name,
 			"source_bound", start, "known_bound", known, "witness_mark", mark, "floor", e.cfg.Floor, "source", "etcd "+e.boundKey())
 		start = known

@@ -154,6 +154,7 @@ type Etcd struct {
 	recs   records                // the leader record and the latest term proof, as watched
 
 	failovers atomic.Int64 // terms this node won
+	wentBack  atomic.Int64 // terms won whose etcd bound was below the witness's mark
 	forwarded atomic.Int64 // requests this node forwarded
 	served    atomic.Int64 // forwarded requests this node served as leader
 
@@ -274,11 +275,15 @@ type Status struct {
 	Failovers int64 // leadership terms this node won
 	Forwarded int64 // requests this node forwarded to a leader
 	Served    int64 // forwarded requests this node served as leader
+	// WentBack counts the terms this node won whose bound in etcd was
+	// below the witness's mark (etcd restored or emptied, the key moved to
+	// another prefix): each started above the mark instead.
+	WentBack int64
 }
 
 // Status returns the node's view.
 func (e *Etcd) Status() Status {
-	s := Status{Failovers: e.failovers.Load(), Forwarded: e.forwarded.Load(), Served: e.served.Load()}
+	s := Status{Failovers: e.failovers.Load(), Forwarded: e.forwarded.Load(), Served: e.served.Load(), WentBack: e.wentBack.Load()}
 	if t := e.term.Load(); t != nil {
 		s.Leader = t.ok()
 		s.Last, s.Bound = t.c.headroom()

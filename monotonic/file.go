@@ -71,11 +71,12 @@ func (c *FileConfig) setDefaults() error {
 // process at a time may use a path (the server's data-directory lock
 // ensures it).
 type File struct {
-	path    string
-	witness Witness
-	space   string
-	c       *core
-	closed  atomic.Bool
+	path     string
+	witness  Witness
+	space    string
+	c        *core
+	closed   atomic.Bool
+	wentBack bool // the bound file was below the witness's mark at open
 }
 
 // fileTimeout bounds one bound write (file and witness), and the witness
@@ -98,12 +99,13 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if mark > start {
+	wentBack := mark > start
+	if wentBack {
 		cfg.Logger.Info("monotonic: source starts above a bound known elsewhere", "key", cfg.Name,
 			"source_bound", start, "known_bound", mark, "source", "file "+cfg.Path, "space", cfg.Space)
 		start = mark
 	}
-	f := &File{path: cfg.Path, witness: cfg.Witness, space: cfg.Space}
+	f := &File{path: cfg.Path, witness: cfg.Witness, space: cfg.Space, wentBack: wentBack}
 	f.c = newCore(cfg.Form, cfg.Clock, cfg.Window, cfg.TimeWindow, fileTimeout, start, f.write, func() bool { return !f.closed.Load() })
 	return f, nil
 }
@@ -181,6 +183,11 @@ func (f *File) Next(ctx context.Context, n int64) (int64, error) { return f.c.ne
 
 // Bounds returns the last issued value and the persisted bound.
 func (f *File) Bounds() (last, bound int64) { return f.c.headroom() }
+
+// WentBack reports whether the bound file was found below the witness's
+// mark when it was opened (deleted, restored from a backup, the data
+// directory replaced): the file started above the mark instead.
+func (f *File) WentBack() bool { return f.wentBack }
 
 // Close stops background bound writes. The bound stays for the next open.
 func (f *File) Close() error {

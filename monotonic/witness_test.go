@@ -130,6 +130,9 @@ func TestMonotonicFileStartsAboveWitness(t *testing.T) {
 	}
 	before := take(t, f, 25)
 	f.Close()
+	if f.WentBack() {
+		t.Error("a new key's first open (no file, no mark) reported its bound file gone back")
+	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +147,20 @@ func TestMonotonicFileStartsAboveWitness(t *testing.T) {
 	}
 	if s := log.String(); !strings.Contains(s, startedAbove) || !strings.Contains(s, "key=k") {
 		t.Fatalf("no INFO line naming the key for a start moved up by the witness:\n%s", s)
+	}
+	if !g.WentBack() {
+		t.Error("a bound file deleted below the witness's mark: WentBack false")
+	}
+	g.Close()
+	// Reopened with its file intact (the file and the mark agree): no
+	// going back.
+	h, err := OpenFile(FileConfig{Path: path, Window: 10, Witness: w, Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.WentBack() {
+		t.Error("a bound file at the witness's mark reported gone back")
 	}
 }
 
@@ -205,13 +222,14 @@ func etcdForWitness(t *testing.T) (addr, prefix string) {
 
 // leadAndTake starts a one-node Etcd source, waits for it to lead, draws n
 // values and closes it.
-func leadAndTake(t *testing.T, addr, prefix string, cfg EtcdConfig, n int) []int64 {
+func leadAndTake(t *testing.T, addr, prefix string, cfg EtcdConfig, n int) ([]int64, Status) {
 	t.Helper()
 	nd := startNode(t, addr, prefix, cfg)
 	leaderOf(t, []*node{nd}, 15*time.Second)
 	vs := take(t, nd.src, n)
+	st := nd.src.Status()
 	nd.src.Close()
-	return vs
+	return vs, st
 }
 
 // TestMonotonicEtcdStartsAboveFileSource: a key served from a bound file in
@@ -238,7 +256,10 @@ func TestMonotonicEtcdStartsAboveFileSource(t *testing.T) {
 		t.Fatalf("file values %v", fileVals)
 	}
 	var log logBuffer
-	etcdVals := leadAndTake(t, addr, parent+"k/", EtcdConfig{Witness: w, Logger: log.logger()}, 3)
+	etcdVals, st := leadAndTake(t, addr, parent+"k/", EtcdConfig{Witness: w, Logger: log.logger()}, 3)
+	if st.WentBack != 1 {
+		t.Errorf("an empty etcd prefix below the witness's mark: WentBack %d, want 1", st.WentBack)
+	}
 	if etcdVals[0] <= lastOf(fileVals) {
 		t.Fatalf("the key moved from its bound file to etcd and answered %v again (the file answered %v)", etcdVals, fileVals)
 	}
@@ -250,9 +271,12 @@ func TestMonotonicEtcdStartsAboveFileSource(t *testing.T) {
 	if err != nil || floor < lastOf(fileVals) {
 		t.Fatalf("ReadBoundFile = %d, %v", floor, err)
 	}
-	vs := leadAndTake(t, addr, parent+"floor/", EtcdConfig{Floor: floor}, 1)
+	vs, st := leadAndTake(t, addr, parent+"floor/", EtcdConfig{Floor: floor}, 1)
 	if vs[0] <= floor {
 		t.Fatalf("floor %d: first etcd value %d", floor, vs[0])
+	}
+	if st.WentBack != 0 {
+		t.Errorf("a start above the floor alone counted as a source that went back: WentBack %d", st.WentBack)
 	}
 	if v, err := ReadBoundFile(filepath.Join(dir, "none")); v != 0 || err != nil {
 		t.Fatalf("ReadBoundFile of no file = %d, %v", v, err)
@@ -267,8 +291,8 @@ func TestMonotonicEtcdPrefixChangeAboveWitness(t *testing.T) {
 	addr, parent := etcdForWitness(t)
 	for _, form := range []Form{Counter, Timestamp} {
 		w := &memWitness{}
-		a := leadAndTake(t, addr, parent+form.String()+"/a/", EtcdConfig{Witness: w, Form: form, Window: 1000, TimeWindow: time.Hour}, 20)
-		b := leadAndTake(t, addr, parent+form.String()+"/b/", EtcdConfig{Witness: w, Form: form}, 1)
+		a, _ := leadAndTake(t, addr, parent+form.String()+"/a/", EtcdConfig{Witness: w, Form: form, Window: 1000, TimeWindow: time.Hour}, 20)
+		b, _ := leadAndTake(t, addr, parent+form.String()+"/b/", EtcdConfig{Witness: w, Form: form}, 1)
 		if b[0] <= lastOf(a) {
 			t.Fatalf("%v: prefix B answered %d after prefix A answered up to %d", form, b[0], lastOf(a))
 		}
@@ -290,9 +314,14 @@ func TestMonotonicEtcdRestoredSnapshotAboveWitness(t *testing.T) {
 		w := &memWitness{}
 		var served int64
 		for term := 0; term < 3; term++ {
-			vs := leadAndTake(t, addr, prefix, EtcdConfig{Witness: w, Window: 10}, 25)
+			vs, st := leadAndTake(t, addr, prefix, EtcdConfig{Witness: w, Window: 10}, 25)
 			if vs[0] <= served {
 				t.Fatalf("lowered=%v term %d: first value %d, but %d was served before", lower, term, vs[0], served)
+			}
+			// The first term finds etcd and the witness agreeing; every
+			// later one finds the bound gone back.
+			if want := int64(min(term, 1)); st.WentBack != want {
+				t.Fatalf("lowered=%v term %d: WentBack %d, want %d", lower, term, st.WentBack, want)
 			}
 			served = lastOf(vs)
 			var err error

@@ -447,14 +447,17 @@ func (k *monotonicKey) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Stats reports leadership, the bound's headroom, failovers and forwarded
-// requests.
+// Stats reports leadership, the bound's headroom, failovers, forwarded
+// requests and bounds found below the witness's mark.
 func (k *monotonicKey) Stats() []server.Stat {
 	var last, bound int64
 	leader := 1.0
 	var st monotonic.Status
 	if k.file != nil {
 		last, bound = k.file.Bounds()
+		if k.file.WentBack() {
+			st.WentBack = 1
+		}
 	} else {
 		st = k.etcd.Status()
 		last, bound = st.Last, st.Bound
@@ -481,6 +484,8 @@ func (k *monotonicKey) Stats() []server.Stat {
 		{Name: "monotonic_failovers_total", Help: "Leadership terms this node won for a monotonic key.", Value: float64(st.Failovers), Counter: true},
 		{Name: "monotonic_forwarded_total", Help: "Requests this node forwarded to a monotonic key's leader.", Value: float64(st.Forwarded), Counter: true},
 		{Name: "monotonic_forwarded_served_total", Help: "Forwarded requests this node served as leader.", Value: float64(st.Served), Counter: true},
+		{Name: "monotonic_went_back_total", Help: "Times a monotonic key's bound (in etcd, or its bound file) was found below the witness's mark when this node took the key on (etcd restored or emptied, the file deleted or restored, the key moved to another prefix) and the key started above the mark.",
+			Value: float64(st.WentBack), Counter: true},
 	}, runway...)
 }
 

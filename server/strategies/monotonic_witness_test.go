@@ -92,6 +92,9 @@ func TestMonotonicFileToEtcdCoordinator(t *testing.T) {
 	if single[0] != 1 {
 		t.Fatalf("single node answered %v", single)
 	}
+	if _, body := get(t, h, "GET", "/metrics", ""); !strings.Contains(body, `idmint_monotonic_went_back_total{key="seq",strategy="monotonic"} 0`) {
+		t.Errorf("/metrics of a new key's first start:\n%s", grepLines(body, "monotonic_"))
+	}
 	s.Close(context.Background())
 	s, h, log := serveMono(t, keys, dir, etcdCoordinator(t, addr, "app"))
 	cluster := firstIDs(t, h, "seq", 5)
@@ -100,6 +103,10 @@ func TestMonotonicFileToEtcdCoordinator(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "monotonic: source starts above a bound known elsewhere") {
 		t.Errorf("no INFO line saying the start was moved up:\n%s", log)
+	}
+	// Counted where an alert sees it.
+	if _, body := get(t, h, "GET", "/metrics", ""); !strings.Contains(body, `idmint_monotonic_went_back_total{key="seq",strategy="monotonic"} 1`) {
+		t.Errorf("/metrics does not count the etcd bound found below the witness's mark:\n%s", grepLines(body, "monotonic_"))
 	}
 	s.Close(context.Background())
 

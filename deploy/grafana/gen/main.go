@@ -251,11 +251,12 @@ func dashboard() *Dashboard {
 
 	l.row("Witness: claims and repairs")
 	l.add(8, 8, timeseries("Repairs: stores that went back",
-		"A store that answered below the witness's mark (a failover to a lagging replica, a restored backup) and was raised above it before any ID was served: segment stores and ticket servers. Every one is an incident the witness turned into a gap instead of repeated IDs.",
+		"A store that answered below the witness's mark (a failover to a lagging replica, a restored backup) and was raised above it before any ID was served: segment stores, ticket servers, Redis counters, and monotonic keys' bounds (in etcd, or the bound file). Every one is an incident the witness turned into a gap instead of repeated IDs.",
 		"short",
 		q(`sum by (key, instance) (increase(idmint_segment_store_went_back_total{`+key+`}[$__rate_interval]))`, "{{key}} {{instance}} segment store"),
 		q(`sum by (key, instance) (increase(idmint_ticket_went_back_total{`+key+`}[$__rate_interval]))`, "{{key}} {{instance}} ticket server"),
-		q(`sum by (key, instance) (increase(idmint_redis_went_back_total{`+key+`}[$__rate_interval]))`, "{{key}} {{instance}} redis counter")))
+		q(`sum by (key, instance) (increase(idmint_redis_went_back_total{`+key+`}[$__rate_interval]))`, "{{key}} {{instance}} redis counter"),
+		q(`sum by (key, instance) (increase(idmint_monotonic_went_back_total{`+key+`}[$__rate_interval]))`, "{{key}} {{instance}} monotonic bound")))
 	l.add(8, 8, timeseries("Claims in the witness",
 		"A segment key claims each segment in the witness before serving it, a Redis key raises its high-water mark before handing out values above it: these count the claims per interval.",
 		"short",
