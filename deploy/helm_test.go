@@ -144,6 +144,22 @@ func TestHelmChart(t *testing.T) {
 				if cfg.AdminToken == "" || cfg.MetricsToken == "" {
 					t.Errorf("the rendered config has no admin token (%t) or no metrics token (%t) from its files", cfg.AdminToken != "", cfg.MetricsToken != "")
 				}
+				// ci/region-values.yaml: region eu-west, 1 of 2, its
+				// registry's password a mounted file (checked above with
+				// every password_file); the other values: no region.
+				// (checkKubernetes moved the secret files to a temporary
+				// folder.)
+				got, want := cfg.Region, server.RegionConfig{}
+				if name == "region" {
+					want = server.RegionConfig{Name: "eu-west", Index: 1, Count: 2,
+						Registry: "postgres://idmint@registry.global.example:5432/idmint_regions?password_file=/region-registry"}
+					if dir, file := filepath.Split(strings.TrimPrefix(got.Registry, "postgres://idmint@registry.global.example:5432/idmint_regions?password_file=")); dir != "" {
+						got.Registry = strings.TrimSuffix(got.Registry, dir+file) + "/" + file
+					}
+				}
+				if got != want {
+					t.Errorf("the rendered config's region: %+v, want %+v", cfg.Region, want)
+				}
 			}
 			checkChart(t, objs, values)
 			t.Run("schema", func(t *testing.T) { validateSchema(t, objs) })
@@ -425,6 +441,11 @@ func TestHelmChartRefuses(t *testing.T) {
 		{[]string{"metricsToken.value=short"}, "/metricsToken/value"},
 		{[]string{"probes.readiness.periodSeconds=5"}, "drain.drainPeriodSeconds"},
 		{[]string{"config.admin_token=0123456789abcdef"}, "config.admin_token"},
+		{[]string{"config.region.name=east"}, "config.region"},
+		{[]string{"region.name=east", "region.count=2", "region.index=2"}, "region.index 2: must be below region.count 2"},
+		{[]string{"region.count=2"}, "without region.name"},
+		{[]string{"region.name=East"}, "/region/name"},
+		{[]string{"region.name=east", "region.registry.url=etcd://registry:2379/regions"}, "networkPolicy.egress"},
 	} {
 		args := []string{"template", "idmint", chart}
 		for _, s := range tc.set {

@@ -56,6 +56,9 @@ with fromYaml.
 {{- if and .Values.witness.url (ne .Values.witness.url "none") -}}
 {{- $_ := set $out "witness" (merge (dict "field" "witness") .Values.witness) -}}
 {{- end -}}
+{{- if and .Values.region.name .Values.region.registry.url -}}
+{{- $_ := set $out "region-registry" (merge (dict "field" "region.registry") .Values.region.registry) -}}
+{{- end -}}
 {{- toYaml $out -}}
 {{- end -}}
 
