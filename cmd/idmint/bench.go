@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -254,9 +253,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	summary := summarize(runs, f.rounds)
 	if f.json {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
+		if err := writeIndentedJSON(e.stdout, struct {
 			Runs    []benchRun     `json:"runs"`
 			Summary []benchSummary `json:"summary,omitempty"`
 		}{runs, summary}); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -198,4 +199,12 @@ func parseNoArgs(fs *flag.FlagSet, args []string) error {
 		return usagef("unexpected argument %q (%s takes flags only; run `%s -h`)", pos[0], fs.Name(), fs.Name())
 	}
 	return nil
+}
+
+// writeIndentedJSON writes v as the --json output of a command: indented
+// by two spaces, one value, a newline at the end.
+func writeIndentedJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

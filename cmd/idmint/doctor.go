@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -140,9 +139,7 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 	}
 	rep := doctor.NewReport(checked, findings)
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeIndentedJSON(e.stdout, rep); err != nil {
 			return err
 		}
 	} else {
